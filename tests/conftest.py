@@ -1,0 +1,35 @@
+"""Shared test set-up: headless rendering, one torch thread, optional-dependency skips."""
+
+import importlib.util
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+os.environ.setdefault("TORCHRL_LITE_SMOKE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+_OPTIONAL = {"dm_control": "dm_control", "ray": "ray"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for marker, module in _OPTIONAL.items():
+        if importlib.util.find_spec(module) is None:
+            skip = pytest.mark.skip(reason=f"{module} is not installed (pip install 'torchrl-lite[{marker}]')")
+            for item in items:
+                if marker in item.keywords:
+                    item.add_marker(skip)
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="no CUDA device")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

@@ -1,0 +1,43 @@
+"""Specs, replay buffers and offline datasets."""
+
+from torchrl_lite.data.tensor_specs import (
+    Binary,
+    BinaryDiscreteTensorSpec,
+    Bounded,
+    BoundedTensorSpec,
+    Categorical,
+    Composite,
+    CompositeSpec,
+    DiscreteTensorSpec,
+    MultiCategorical,
+    MultiDiscreteTensorSpec,
+    MultiOneHot,
+    MultiOneHotDiscreteTensorSpec,
+    OneHot,
+    OneHotDiscreteTensorSpec,
+    TensorSpec,
+    Unbounded,
+    UnboundedContinuousTensorSpec,
+    UnboundedDiscreteTensorSpec,
+)
+
+__all__ = [
+    "Binary",
+    "BinaryDiscreteTensorSpec",
+    "Bounded",
+    "BoundedTensorSpec",
+    "Categorical",
+    "Composite",
+    "CompositeSpec",
+    "DiscreteTensorSpec",
+    "MultiCategorical",
+    "MultiDiscreteTensorSpec",
+    "MultiOneHot",
+    "MultiOneHotDiscreteTensorSpec",
+    "OneHot",
+    "OneHotDiscreteTensorSpec",
+    "TensorSpec",
+    "Unbounded",
+    "UnboundedContinuousTensorSpec",
+    "UnboundedDiscreteTensorSpec",
+]

@@ -1,0 +1,412 @@
+"""EnvBase: the environment contract every env, wrapper and batched env follows.
+
+A new environment subclasses ``EnvBase``, sets its specs in ``__init__`` and implements
+three hooks:
+
+* ``_reset(tensordict) -> TensorDict`` — the first observation (done flags optional);
+  ``tensordict`` may carry ``"_reset"`` (a ``[*batch, 1]`` bool mask) for partial resets.
+* ``_step(tensordict) -> TensorDict`` — reads ``"action"`` and returns the step's result:
+  observations, ``"reward"``, ``"done"``, ``"terminated"``, ``"truncated"``. It must return
+  new tensors (never modify the ones it returned earlier in place).
+* ``_set_seed(seed: int) -> None``.
+
+Everything else (``reset``, ``step``, ``step_and_maybe_reset``, ``rollout``, spec checks)
+is shared.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from torchrl_lite import _keys as K
+from torchrl_lite._utils import missing_key_message
+from torchrl_lite.data.tensor_specs import Categorical, Composite, TensorSpec, Unbounded, _size
+from torchrl_lite.envs.utils import step_mdp
+
+__all__ = ["EnvBase"]
+
+_ROLLOUT_CHUNK = 256  # steps kept as references before being copied into the buffers
+
+
+class EnvBase:
+    """Base class of environments that read and write TensorDicts.
+
+    Args:
+        device: where the env's tensors live (default CPU).
+        batch_size: leading dims of every tensor the env produces (``[]`` for one env).
+        spec_check: ``"first"`` (default) validates the action against ``action_spec`` on
+            the first ``step`` and the first step of each rollout; ``"always"`` on every
+            step; ``"never"`` skips the check.
+
+    Example:
+        >>> from torchrl_lite.envs import PendulumEnv
+        >>> env = PendulumEnv()
+        >>> env.rollout(3).batch_size
+        torch.Size([3])
+    """
+
+    batch_locked = True  # False: the env accepts any leading batch in step/reset
+    _requires_reset = True
+
+    # -- the contract ----------------------------------------------------------------
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        raise NotImplementedError(f"{type(self).__name__} must implement _reset")
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise NotImplementedError(f"{type(self).__name__} must implement _step")
+
+    def _set_seed(self, seed: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _set_seed")
+
+    # -- construction and specs ------------------------------------------------------
+    def __init__(self, *, device=None, batch_size=None, spec_check: str = "first"):
+        if spec_check not in ("first", "always", "never"):
+            raise ValueError(f"spec_check must be 'first', 'always' or 'never', got {spec_check!r}")
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.batch_size = _size(batch_size)
+        self.spec_check = spec_check
+        self._checked_action = spec_check == "never"
+        self._is_reset = False
+        self.is_closed = False
+        self.full_observation_spec = Composite(shape=self.batch_size, device=self.device)
+        self.full_state_spec = Composite(shape=self.batch_size, device=self.device)
+        self.full_action_spec = Composite(shape=self.batch_size, device=self.device)
+        self.full_reward_spec = Composite(
+            reward=Unbounded(self.batch_size + (1,), device=self.device), shape=self.batch_size
+        )
+        self.full_done_spec = self._default_done_spec()
+
+    def _default_done_spec(self) -> Composite:
+        flag = Categorical(2, self.batch_size + (1,), device=self.device, dtype=torch.bool)
+        return Composite(
+            {key: flag.clone() for key in K.DONE_KEYS}, shape=self.batch_size, device=self.device
+        )
+
+    def _with_batch(self, spec):
+        """Prepend the env's batch dims to a spec that does not have them yet."""
+        if spec is None or spec.shape[: len(self.batch_size)] == self.batch_size:
+            return spec.to(self.device) if spec is not None else None
+        return spec.expand(*self.batch_size, *spec.shape).to(self.device)
+
+    @property
+    def observation_spec(self) -> Composite:
+        return self.full_observation_spec
+
+    @observation_spec.setter
+    def observation_spec(self, spec: Composite) -> None:
+        if not isinstance(spec, Composite):
+            raise TypeError(f"observation_spec must be a Composite, got {type(spec).__name__}")
+        self.full_observation_spec = self._with_batch(spec)
+
+    @property
+    def state_spec(self) -> Composite:
+        return self.full_state_spec
+
+    @state_spec.setter
+    def state_spec(self, spec: Composite) -> None:
+        self.full_state_spec = self._with_batch(spec)
+
+    @property
+    def action_key(self):
+        return self.full_action_spec.keys(True, True)[0]
+
+    @property
+    def action_spec(self) -> TensorSpec:
+        """The spec of ``"action"`` (a leaf spec, with the env's batch dims)."""
+        return self.full_action_spec[self.action_key]
+
+    @action_spec.setter
+    def action_spec(self, spec: TensorSpec | Composite) -> None:
+        if isinstance(spec, Composite):
+            self.full_action_spec = self._with_batch(spec)
+        else:
+            self.full_action_spec = Composite(
+                {K.ACTION: self._with_batch(spec)}, shape=self.batch_size, device=self.device
+            )
+
+    @property
+    def reward_key(self):
+        return self.full_reward_spec.keys(True, True)[0]
+
+    @property
+    def reward_spec(self) -> TensorSpec:
+        return self.full_reward_spec[self.reward_key]
+
+    @reward_spec.setter
+    def reward_spec(self, spec: TensorSpec) -> None:
+        self.full_reward_spec = Composite(
+            {K.REWARD: self._with_batch(spec)}, shape=self.batch_size, device=self.device
+        )
+
+    @property
+    def done_spec(self) -> Composite:
+        """The specs of ``"done"``, ``"terminated"`` and ``"truncated"``."""
+        return self.full_done_spec
+
+    @done_spec.setter
+    def done_spec(self, spec: Composite) -> None:
+        self.full_done_spec = self._with_batch(spec)
+
+    @property
+    def done_keys(self) -> list:
+        return self.full_done_spec.keys(True, True)
+
+    @property
+    def input_spec(self) -> Composite:
+        """What ``step`` reads: the action and any state entries."""
+        spec = self.full_state_spec.clone()
+        return spec.update(self.full_action_spec)
+
+    @property
+    def output_spec(self) -> Composite:
+        """What ``step`` writes under ``"next"``: observations, reward and done flags."""
+        spec = self.full_observation_spec.clone()
+        return spec.update(self.full_reward_spec).update(self.full_done_spec)
+
+    # -- seeding ---------------------------------------------------------------------
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed the env and return the next unused seed (for the next env or worker)."""
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            if isinstance(seed, torch.Tensor) and seed.numel() == 1 and not seed.dtype.is_floating_point:
+                seed = int(seed)
+            else:
+                raise TypeError(f"set_seed expects an int, got {seed!r} ({type(seed).__name__})")
+        self._set_seed(seed)
+        return seed if static_seed else seed + max(1, self.batch_size.numel())
+
+    # -- reset / step ------------------------------------------------------------------
+    def _check_open(self, what: str) -> None:
+        if self.is_closed:
+            raise RuntimeError(f"Cannot {what} {type(self).__name__}: the env is closed.")
+
+    def reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        """Reset the env and return a TensorDict with the first observation and done flags.
+
+        If ``tensordict`` holds ``"_reset"`` (bool, ``[*batch, 1]``), only those sub-envs
+        are reset and the other entries keep their values from ``tensordict``.
+        """
+        self._check_open("reset")
+        if kwargs:
+            tensordict = TensorDict(kwargs, batch_size=self.batch_size) if tensordict is None else tensordict.update(kwargs)
+        reset_mask = tensordict.get(K.RESET, None) if tensordict is not None else None
+        out = self._reset(tensordict)
+        self._fill_done(out)
+        if reset_mask is not None and not bool(reset_mask.all()):
+            out = _merge_partial(tensordict, out, reset_mask)
+        elif tensordict is not None:
+            out = tensordict.exclude(K.RESET, K.NEXT).update(out)
+        self._is_reset = True
+        return out
+
+    def _fill_done(self, td: TensorDictBase) -> None:
+        """Add the done flags a ``_reset`` left out (all False)."""
+        for key in self.done_keys:
+            if key not in td.keys(True, True):
+                td.set(key, torch.zeros((*td.batch_size, 1), dtype=torch.bool, device=td.device))
+
+    def step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Apply ``tensordict["action"]``; write the results under ``"next"``; return it."""
+        if self._requires_reset and not self._is_reset:
+            self._check_open("step")
+            raise RuntimeError(f"Call reset() before step() on {type(self).__name__}.")
+        if not self._checked_action:
+            self._check_action(tensordict)
+        next_td = self._step(tensordict)
+        tensordict.set(K.NEXT, next_td)
+        return tensordict
+
+    def _check_action(self, tensordict: TensorDictBase) -> None:
+        self._check_open("step")
+        for key, spec in self.full_action_spec.items(True, True):
+            value = tensordict.get(key, None)
+            if value is None:
+                raise KeyError(f"step() needs {key!r} in its input. " + missing_key_message(key, tensordict.keys(True, True)))
+            if self.batch_locked and spec.shape[: len(self.batch_size)] == self.batch_size:
+                if value.shape != spec.shape:
+                    raise ValueError(f"Action {key!r} has shape {list(value.shape)}, expected {list(spec.shape)} from {spec}.")
+            spec.assert_is_in(value, key=key)
+        self._checked_action = self.spec_check == "first"
+
+    def step_and_maybe_reset(self, tensordict: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+        """Step, then return ``(tensordict_with_next, root_for_next_step)``.
+
+        The root for the next step is ``step_mdp`` of the result, with the sub-envs that
+        are done reset (only those, for batched envs).
+        """
+        tensordict = self.step(tensordict)
+        root = step_mdp(tensordict)
+        done = root.get(K.DONE)
+        if bool(done.any()):
+            if self.batch_size:
+                root.set(K.RESET, done.clone())
+            root = self.reset(root)
+        return tensordict, root
+
+    def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """Write a random action (from ``action_spec.rand()``) into ``tensordict``."""
+        if tensordict is None:
+            tensordict = TensorDict(batch_size=self.batch_size, device=self.device)
+        for key, spec in self.full_action_spec.items(True, True):
+            tensordict.set(key, spec.rand(tensordict.batch_size[: tensordict.ndim - len(self.batch_size)] if not self.batch_locked else None))
+        return tensordict
+
+    def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """One step with a random action."""
+        if tensordict is None:
+            tensordict = self.reset() if (self._requires_reset and not self._is_reset) else TensorDict(batch_size=self.batch_size, device=self.device)
+        return self.step(self.rand_action(tensordict))
+
+    def fake_tensordict(self) -> TensorDictBase:
+        """A zero-filled TensorDict with every key a step reads and writes."""
+        root = self.full_observation_spec.zero()
+        root.update(self.full_state_spec.zero())
+        root.update(self.full_done_spec.zero())
+        root.update(self.full_action_spec.zero())
+        nxt = self.full_observation_spec.zero()
+        nxt.update(self.full_reward_spec.zero())
+        nxt.update(self.full_done_spec.zero())
+        root.set(K.NEXT, nxt)
+        return root
+
+    # -- rollout ---------------------------------------------------------------------
+    def rollout(
+        self,
+        max_steps: int,
+        policy=None,
+        callback=None,
+        auto_reset: bool = True,
+        break_when_any_done: bool = True,
+        break_when_all_done: bool = False,
+        return_contiguous: bool = True,
+        tensordict: TensorDictBase | None = None,
+    ) -> TensorDictBase:
+        """Run up to ``max_steps`` steps and return a ``[*batch, T]`` TensorDict.
+
+        Args:
+            max_steps: number of steps (>= 1).
+            policy: a callable TensorDict -> TensorDict writing ``"action"``; random actions
+                from ``action_spec`` when None.
+            callback: called as ``callback(env, tensordict)`` after each step.
+            auto_reset: reset before the first step (else ``tensordict`` is the start).
+            break_when_any_done: stop at the first step where any sub-env is done;
+                otherwise done sub-envs are reset and the rollout goes on.
+            break_when_all_done: stop when every sub-env is done.
+            return_contiguous: return contiguous tensors (always true here).
+            tensordict: the initial TensorDict (required when ``auto_reset=False``).
+        """
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"rollout needs max_steps >= 1 (an int), got {max_steps!r}")
+        self._check_open("roll out")
+        if auto_reset:
+            td = self.reset(tensordict)
+        elif tensordict is None:
+            raise ValueError("rollout(auto_reset=False) needs the initial tensordict")
+        else:
+            td = tensordict
+        self._checked_action = self.spec_check == "never"
+        recorder = _RolloutRecorder(max_steps)
+        batch_dims = len(td.batch_size)
+        for t in range(max_steps):
+            if policy is None:
+                td = self.rand_action(td)
+            else:
+                td = policy(td)
+            td = self.step(td)
+            recorder.record(td)
+            if callback is not None:
+                callback(self, td)
+            done = td.get((K.NEXT, K.DONE))
+            if batch_dims == 0:
+                any_done = all_done = bool(done)
+            else:
+                any_done = bool(done.any())
+                all_done = any_done and bool(done.all())
+            if (break_when_any_done and any_done) or (break_when_all_done and all_done):
+                break
+            if t == max_steps - 1:
+                break
+            td = step_mdp(td)
+            if any_done:
+                if batch_dims:
+                    td.set(K.RESET, done.clone())
+                td = self.reset(td)
+        return recorder.result(td.batch_size, td.device)
+
+    # -- life cycle ------------------------------------------------------------------
+    def close(self) -> None:
+        self.is_closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(batch_size={list(self.batch_size)}, device={self.device})"
+
+
+class _RolloutRecorder:
+    """Copies each step's leaves into ``[T, *batch, ...]`` buffers allocated once.
+
+    Each step only keeps references (the env returns new tensors each step); every
+    ``_ROLLOUT_CHUNK`` steps they are copied into the preallocated buffers with one
+    ``torch.stack(..., out=...)`` per key.
+    """
+
+    def __init__(self, max_steps: int):
+        self.max_steps = max_steps
+        self.keys: list | None = None
+        self.buffers: list[torch.Tensor] = []
+        self.pending: list[list[torch.Tensor]] = []
+        self.written = 0
+
+    def record(self, td: TensorDictBase) -> None:
+        if self.keys is None:
+            self.keys = list(td.keys(True, True))
+            for key in self.keys:
+                leaf = td.get(key)
+                self.buffers.append(torch.empty((self.max_steps, *leaf.shape), dtype=leaf.dtype, device=leaf.device))
+                self.pending.append([])
+        for key, pending in zip(self.keys, self.pending):
+            pending.append(td.get(key))
+        if len(self.pending[0]) == _ROLLOUT_CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        n = len(self.pending[0])
+        if n == 0:
+            return
+        for buf, pending in zip(self.buffers, self.pending):
+            torch.stack(pending, out=buf[self.written : self.written + n])
+            pending.clear()
+        self.written += n
+
+    def result(self, batch_size: torch.Size, device) -> TensorDictBase:
+        self._flush()
+        steps = self.written
+        ndim = len(batch_size)
+        out = TensorDict(batch_size=(*batch_size, steps), device=device)
+        for key, buf in zip(self.keys, self.buffers):
+            leaf = buf[:steps]  # [T, *batch, ...]
+            if ndim:
+                leaf = leaf.movedim(0, ndim).contiguous()  # [*batch, T, ...]
+            out.set(key, leaf)
+        return out
+
+
+def _merge_partial(previous: TensorDictBase, reset_out: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
+    """Entries of ``reset_out`` where ``mask`` is set, of ``previous`` elsewhere."""
+    out = previous.exclude(K.RESET, K.NEXT)
+    mask = mask.reshape(*reset_out.batch_size)
+    for key in reset_out.keys(True, True):
+        new = reset_out.get(key)
+        old = previous.get(key, None)
+        if old is None or old.shape != new.shape:
+            out.set(key, new)
+            continue
+        m = mask.reshape(*mask.shape, *([1] * (new.dim() - mask.dim())))
+        out.set(key, torch.where(m, new, old))
+    return out
+

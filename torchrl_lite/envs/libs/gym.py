@@ -1,0 +1,320 @@
+"""Gymnasium (>= 1.0) environments as TensorDict envs: ``GymEnv`` and ``GymWrapper``.
+
+Spaces map to specs (``Box`` -> ``Bounded``/``Unbounded``, ``Discrete`` -> ``OneHot`` or,
+with ``categorical_action_encoding=True``, ``Categorical``, ``MultiDiscrete``,
+``MultiBinary``, ``Dict``, ``Tuple``); ``terminated`` and ``truncated`` are kept apart;
+``num_envs=N`` uses gymnasium's vector API with batch size ``[N]``.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from torchrl_lite import _keys as K
+from torchrl_lite.data.tensor_specs import (
+    Binary,
+    Bounded,
+    Categorical,
+    Composite,
+    MultiCategorical,
+    MultiOneHot,
+    OneHot,
+    Unbounded,
+)
+from torchrl_lite.envs.common import EnvBase
+
+__all__ = ["GymEnv", "GymWrapper"]
+
+
+def _gym():
+    import gymnasium
+
+    return gymnasium
+
+
+def _torch_dtype(np_dtype) -> torch.dtype:
+    return torch.from_numpy(np.zeros((), dtype=np_dtype)).dtype
+
+
+def space_to_spec(space, categorical_action_encoding: bool = False, device=None):
+    """The spec of a gymnasium space (a ``Composite`` for ``Dict`` and ``Tuple``)."""
+    spaces = _gym().spaces
+    if isinstance(space, spaces.Box):
+        dtype = _torch_dtype(space.dtype)
+        low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+        if dtype.is_floating_point and not (torch.isfinite(low).all() and torch.isfinite(high).all()):
+            return Unbounded(space.shape, device=device, dtype=dtype)
+        return Bounded(low.to(dtype), high.to(dtype), space.shape, device=device, dtype=dtype)
+    if isinstance(space, spaces.Discrete):
+        if categorical_action_encoding:
+            return Categorical(int(space.n), (), device=device)
+        return OneHot(int(space.n), device=device)
+    if isinstance(space, spaces.MultiDiscrete):
+        if categorical_action_encoding or space.nvec.ndim > 1:
+            return MultiCategorical(torch.as_tensor(space.nvec), device=device)
+        return MultiOneHot(space.nvec.tolist(), device=device)
+    if isinstance(space, spaces.MultiBinary):
+        return Binary(shape=space.shape, device=device)
+    if isinstance(space, spaces.Dict):
+        return Composite({k: space_to_spec(s, categorical_action_encoding, device) for k, s in space.spaces.items()})
+    if isinstance(space, spaces.Tuple):
+        return Composite({str(i): space_to_spec(s, categorical_action_encoding, device) for i, s in enumerate(space.spaces)})
+    raise TypeError(f"Gymnasium space {space!r} is not supported")
+
+
+class _Converter:
+    """Turns gymnasium values into tensors (and actions back), decided once per space."""
+
+    def __init__(self, space, spec, batched: bool):
+        self.space, self.spec, self.batched = space, spec, batched
+        spaces = _gym().spaces
+        self.start = int(space.start) if isinstance(space, spaces.Discrete) else 0
+        self.one_hot = isinstance(spec, (OneHot, MultiOneHot))
+
+    def action_to_gym(self, action: torch.Tensor):
+        spec = self.spec
+        if isinstance(spec, OneHot):
+            index = action.argmax(-1)
+            return index.numpy() + self.start if self.batched else int(index) + self.start
+        if isinstance(spec, MultiOneHot):
+            return spec.to_categorical(action).numpy()
+        if isinstance(spec, Categorical):
+            return action.numpy() + self.start if self.batched else int(action) + self.start
+        array = action.detach().cpu().numpy()
+        if array.dtype != self.space.dtype:
+            array = array.astype(self.space.dtype)
+        return array
+
+    def to_tensor(self, value) -> torch.Tensor:
+        if isinstance(value, np.ndarray):
+            tensor = torch.from_numpy(value if value.flags.writeable else value.copy())
+        else:
+            tensor = torch.as_tensor(value)
+        if tensor.dtype != self.spec.dtype:
+            tensor = tensor.to(self.spec.dtype)
+        if self.one_hot:
+            tensor = self.spec.encode(tensor)
+        return tensor
+
+
+class GymWrapper(EnvBase):
+    """Wrap an existing gymnasium env (single or vector) as a TensorDict env.
+
+    Args:
+        env: a ``gymnasium.Env`` or ``gymnasium.vector.VectorEnv``.
+        categorical_action_encoding: discrete actions as integers (``Categorical``)
+            instead of one-hot vectors.
+        from_pixels: add ``"pixels"`` (the ``rgb_array`` render, uint8 ``[H, W, 3]``).
+        pixels_only: with ``from_pixels``, drop the state observation.
+        frame_skip: repeat each action this many times, summing rewards.
+        device, spec_check: see ``EnvBase``.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> env = GymWrapper(gym.make("CartPole-v1"))
+        >>> env.rollout(5, break_when_any_done=False).batch_size
+        torch.Size([5])
+    """
+
+    def __init__(
+        self,
+        env=None,
+        categorical_action_encoding: bool = False,
+        from_pixels: bool = False,
+        pixels_only: bool = True,
+        frame_skip: int = 1,
+        device=None,
+        spec_check: str = "first",
+    ):
+        gym = _gym()
+        if not isinstance(env, (gym.Env, gym.vector.VectorEnv)):
+            raise TypeError(f"GymWrapper expects a gymnasium Env or VectorEnv, got {type(env).__name__}")
+        if not isinstance(frame_skip, int) or frame_skip < 1:
+            raise ValueError(f"frame_skip must be an int >= 1, got {frame_skip!r}")
+        self._env = env
+        self.vectorized = isinstance(env, gym.vector.VectorEnv)
+        self.num_envs = env.num_envs if self.vectorized else 0
+        batch = (self.num_envs,) if self.vectorized else ()
+        super().__init__(device=device, batch_size=batch, spec_check=spec_check)
+        self.from_pixels = from_pixels
+        self.pixels_only = pixels_only and from_pixels
+        self.frame_skip = frame_skip
+        self.categorical_action_encoding = categorical_action_encoding
+        self._pending_seed: int | None = None
+        self._last_obs = None
+        self._build_specs()
+
+    @property
+    def env(self):
+        """The wrapped gymnasium env."""
+        return self._env
+
+    def _single(self, name: str):
+        return getattr(self._env, f"single_{name}" if self.vectorized else name)
+
+    def _build_specs(self) -> None:
+        obs_space = self._single("observation_space")
+        act_space = self._single("action_space")
+        action_spec = space_to_spec(act_space, self.categorical_action_encoding, self.device)
+        if isinstance(action_spec, Composite):
+            raise TypeError("Dict/Tuple action spaces are not supported by GymWrapper")
+        self._action = _Converter(act_space, action_spec, self.vectorized)
+        self.action_spec = action_spec
+        obs_spec = space_to_spec(obs_space, True, self.device)
+        self._obs_keys: dict = {}
+        observation = Composite(shape=(), device=self.device)
+        if not self.pixels_only:
+            if isinstance(obs_spec, Composite):
+                for key, spec in obs_spec.items():
+                    observation[key] = spec
+                    self._obs_keys[key] = _Converter(obs_space[key if not key.isdigit() else int(key)], spec, self.vectorized)
+            else:
+                observation[K.OBSERVATION] = obs_spec
+                self._obs_keys[K.OBSERVATION] = _Converter(obs_space, obs_spec, self.vectorized)
+        if self.from_pixels:
+            frame = self._probe_render()
+            observation[K.PIXELS] = Bounded(0, 255, frame.shape[len(self.batch_size) :], device=self.device, dtype=torch.uint8)
+        self.observation_spec = observation
+
+    def _probe_render(self) -> np.ndarray:
+        if getattr(self._env, "render_mode", None) != "rgb_array":
+            raise ValueError("from_pixels=True needs an env made with render_mode='rgb_array'")
+        self._env.reset()
+        return self._render_array()
+
+    def _render_array(self) -> np.ndarray:
+        frame = self._env.render()
+        if isinstance(frame, (tuple, list)):
+            frame = np.stack(frame)
+        return np.ascontiguousarray(frame)
+
+    def render(self):
+        """The current frame as a uint8 numpy array (``[H, W, 3]``, ``[N, H, W, 3]`` batched)."""
+        return self._render_array()
+
+    # -- the three hooks -------------------------------------------------------------
+    def _set_seed(self, seed: int) -> None:
+        self._pending_seed = seed
+        self._env.action_space.seed(seed)
+
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        kwargs = {}
+        if self._pending_seed is not None:
+            kwargs["seed"], self._pending_seed = self._pending_seed, None
+        mask = tensordict.get(K.RESET, None) if tensordict is not None else None
+        if mask is not None and self.vectorized:
+            kwargs["options"] = {"reset_mask": mask.reshape(self.num_envs).cpu().numpy()}
+        obs, _info = self._env.reset(**kwargs)
+        self._last_obs = None
+        return self._observation_td(obs, {})
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        action = self._action.action_to_gym(tensordict.get(K.ACTION))
+        reward = 0.0
+        for _ in range(self.frame_skip):
+            obs, r, terminated, truncated, _info = self._env.step(action)
+            reward = reward + r
+            if self.frame_skip > 1 and np.any(np.logical_or(terminated, truncated)):
+                break
+        entries = {}
+        if self.vectorized:
+            n = self.num_envs
+            entries[K.REWARD] = torch.from_numpy(np.asarray(reward, dtype=np.float32)).reshape(n, 1)
+            term = torch.from_numpy(np.asarray(terminated, dtype=bool)).reshape(n, 1)
+            trunc = torch.from_numpy(np.asarray(truncated, dtype=bool)).reshape(n, 1)
+            entries[K.DONE] = term | trunc
+        else:
+            entries[K.REWARD] = torch.full((1,), float(reward))
+            term, trunc, done = torch.tensor([[terminated], [truncated], [terminated or truncated]]).unbind(0)
+            entries[K.DONE] = done
+        entries[K.TERMINATED] = term
+        entries[K.TRUNCATED] = trunc
+        return self._observation_td(obs, entries)
+
+    def _observation_td(self, obs, entries: dict) -> TensorDictBase:
+        if obs is self._last_obs:  # the env handed back the same buffer: copy it
+            obs = obs.copy() if isinstance(obs, np.ndarray) else obs
+        self._last_obs = obs
+        for key, conv in self._obs_keys.items():
+            value = obs if key == K.OBSERVATION and len(self._obs_keys) == 1 and not isinstance(obs, (dict, tuple)) else _pick(obs, key)
+            entries[key] = conv.to_tensor(value)
+        if self.from_pixels:
+            entries[K.PIXELS] = torch.from_numpy(self._render_array())
+        return TensorDict._new_unsafe(entries, batch_size=self.batch_size, device=self.device)
+
+    def close(self) -> None:
+        if not self.is_closed:
+            self._env.close()
+        super().close()
+
+    def __repr__(self) -> str:
+        spec = getattr(self._env, "spec", None)
+        name = spec.id if spec is not None else type(self._env).__name__
+        return f"{type(self).__name__}(env={name}, batch_size={list(self.batch_size)}, device={self.device})"
+
+
+def _pick(obs, key):
+    if isinstance(obs, dict):
+        return obs[key]
+    return obs[int(key)]
+
+
+class GymEnv(GymWrapper):
+    """A gymnasium env made by id: ``GymEnv("CartPole-v1")``.
+
+    Args:
+        env_name: a registered gymnasium id.
+        num_envs: if > 0, run that many copies through gymnasium's vector API
+            (batch size ``[num_envs]``); done sub-envs are reset one by one.
+        vectorization_mode: ``"sync"`` or ``"async"`` for ``num_envs``.
+        **kwargs: ``GymWrapper`` options; other keywords go to ``gymnasium.make``.
+
+    Example:
+        >>> env = GymEnv("Pendulum-v1")
+        >>> env.set_seed(0)
+        1
+        >>> env.reset()["observation"].shape
+        torch.Size([3])
+    """
+
+    _wrapper_args = ("categorical_action_encoding", "from_pixels", "pixels_only", "frame_skip", "device", "spec_check")
+
+    def __init__(self, env_name: str, num_envs: int = 0, vectorization_mode: str = "sync", **kwargs):
+        gym = _gym()
+        wrapper_kwargs = {k: kwargs.pop(k) for k in self._wrapper_args if k in kwargs}
+        if wrapper_kwargs.get("from_pixels"):
+            kwargs.setdefault("render_mode", "rgb_array")
+        _check_env_id(env_name)
+        self.env_name = env_name
+        if num_envs:
+            env = gym.make_vec(
+                env_name,
+                num_envs=num_envs,
+                vectorization_mode=vectorization_mode,
+                vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.DISABLED},
+                **kwargs,
+            )
+        else:
+            env = gym.make(env_name, **kwargs)
+        super().__init__(env, **wrapper_kwargs)
+
+
+def _check_env_id(env_name) -> None:
+    gym = _gym()
+    if not isinstance(env_name, str):
+        raise TypeError(f"GymEnv expects an env id string, got {env_name!r}")
+    if env_name in gym.registry:
+        return
+    if "/" not in env_name and ":" not in env_name:
+        close = difflib.get_close_matches(env_name, list(gym.registry.keys()), n=3, cutoff=0.6)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise ValueError(f"Unknown gymnasium env id {env_name!r}.{hint} Registered ids are listed by gymnasium.pprint_registry().")
+    try:
+        gym.spec(env_name)
+    except gym.error.Error as err:
+        raise ValueError(f"Unknown gymnasium env id {env_name!r}: {err}") from err
+

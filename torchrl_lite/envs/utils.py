@@ -1,0 +1,104 @@
+"""Env utilities: ``step_mdp`` (move ``"next"`` to the root) and ``check_env_specs``."""
+
+from __future__ import annotations
+
+from tensordict import TensorDict, TensorDictBase
+
+from torchrl_lite import _keys as K
+
+__all__ = ["step_mdp", "check_env_specs"]
+
+
+def _as_set(keys) -> set:
+    if keys is None:
+        return set()
+    if isinstance(keys, (str, tuple)):
+        return {keys}
+    return set(keys)
+
+
+def step_mdp(
+    tensordict: TensorDictBase,
+    next_tensordict: TensorDictBase | None = None,
+    keep_other: bool = True,
+    exclude_reward: bool = True,
+    exclude_done: bool = False,
+    exclude_action: bool = True,
+    reward_keys=K.REWARD,
+    done_keys=K.DONE_KEYS,
+    action_keys=K.ACTION,
+) -> TensorDictBase:
+    """Return the TensorDict of the next step: the ``"next"`` entries moved to the root.
+
+    The reward (and optionally the done flags) of the step are left out, the action too;
+    other root entries (policy outputs, recurrent states) are kept when ``keep_other``.
+
+    Example:
+        >>> td = TensorDict({"observation": torch.zeros(3), "action": torch.ones(1),
+        ...     "next": {"observation": torch.ones(3), "reward": torch.ones(1)}}, [])
+        >>> sorted(step_mdp(td).keys())
+        ['observation']
+    """
+    nxt = tensordict.get(K.NEXT)
+    drop_next = (_as_set(reward_keys) if exclude_reward else set()) | (_as_set(done_keys) if exclude_done else set())
+    entries = {k: v for k, v in nxt.items() if k not in drop_next}
+    nested_drop = [k for k in drop_next if isinstance(k, tuple) and len(k) > 1]
+    if keep_other:
+        drop_root = {K.NEXT, K.RESET} | (_as_set(action_keys) if exclude_action else set()) | drop_next
+        for key, value in tensordict.items():
+            if key not in entries and key not in drop_root:
+                entries[key] = value
+    out = TensorDict._new_unsafe(entries, batch_size=nxt.batch_size, device=nxt.device)
+    if nested_drop:
+        out = out.exclude(*nested_drop)
+    if next_tensordict is not None:
+        return next_tensordict.update(out)
+    return out
+
+
+def check_env_specs(env, return_contiguous: bool = True, seed: int | None = None, max_steps: int = 3) -> None:
+    """Run a short random rollout and check every entry against the env's specs.
+
+    Raises ``ValueError`` naming the first key whose presence, shape, dtype or values do
+    not match, or a key that the rollout has and no spec declares (or the reverse).
+
+    Example:
+        >>> from torchrl_lite.envs import PendulumEnv
+        >>> check_env_specs(PendulumEnv())
+    """
+    if seed is not None:
+        env.set_seed(seed)
+    rollout = env.rollout(max_steps, return_contiguous=return_contiguous, break_when_any_done=False)
+    expected_batch = (*env.batch_size, rollout.batch_size[-1])
+    if tuple(rollout.batch_size) != tuple(expected_batch):
+        raise ValueError(f"Rollout batch size {list(rollout.batch_size)} does not match env batch {list(env.batch_size)} + [T]")
+    root_specs = {}
+    for spec in (env.full_observation_spec, env.full_state_spec, env.full_done_spec, env.full_action_spec):
+        root_specs.update(spec.items(True, True))
+    next_specs = {}
+    for spec in (env.full_observation_spec, env.full_reward_spec, env.full_done_spec):
+        next_specs.update(spec.items(True, True))
+    expected = dict(root_specs)
+    expected.update({(K.NEXT, *_tuple(k)): s for k, s in next_specs.items()})
+    got = set(rollout.keys(True, True))
+    missing = [k for k in expected if _norm(k) not in {_norm(g) for g in got}]
+    extra = [k for k in got if _norm(k) not in {_norm(e) for e in expected}]
+    if missing:
+        raise ValueError(f"check_env_specs: keys declared in the specs are missing from the rollout: {missing}. Rollout keys: {sorted(map(str, got))}")
+    if extra:
+        raise ValueError(f"check_env_specs: the rollout has keys no spec declares: {extra}. Declared: {sorted(map(str, expected))}")
+    for key, spec in expected.items():
+        if spec is None:
+            continue
+        spec.assert_is_in(rollout.get(key), key=key)
+    fake_keys = {_norm(k) for k in env.fake_tensordict().keys(True, True)}
+    if fake_keys != {_norm(k) for k in expected}:
+        raise ValueError(f"check_env_specs: fake_tensordict keys {sorted(map(str, fake_keys))} differ from the spec keys")
+
+
+def _tuple(key) -> tuple:
+    return key if isinstance(key, tuple) else (key,)
+
+
+def _norm(key) -> tuple:
+    return _tuple(key)
