@@ -6,12 +6,18 @@ Python to a tensor of the spec) and ``assert_is_in(value)`` (raise a message tha
 the spec and the value). ``expand(*batch)`` prepends batch dims; ``Composite`` nests
 specs under string or tuple keys.
 
+``is_in`` accepts values with extra dims, as rollouts produce them: a spec of shape
+``[4, 1]`` accepts ``[20, 4, 1]`` (leading dims) and ``[4, 20, 1]`` (a time dim after
+the batch dims), with per-element bounds checked against the matching element.
+
 Example:
     >>> spec = Bounded(low=-1.0, high=1.0, shape=(2,))
     >>> spec.is_in(spec.rand())
     True
     >>> spec.expand(4, 2).rand().shape
     torch.Size([4, 2])
+    >>> spec.expand(4, 2).is_in(torch.zeros(4, 20, 2))
+    True
 """
 
 from __future__ import annotations
@@ -62,38 +68,84 @@ def _expand_shape(args: tuple) -> torch.Size:
     return _size(args)
 
 
+def _check_expand(name: str, old: torch.Size, new: torch.Size) -> None:
+    if len(new) < len(old) or new[len(new) - len(old) :] != old:
+        raise ValueError(
+            f"Cannot expand {name} of shape {list(old)} to {list(new)}: the new shape must "
+            "end with the old one (expand only prepends batch dims)."
+        )
+
+
+def _norm_dim(dim: int, ndim: int) -> int:
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"dim {dim} is out of range for a spec with {ndim} dims")
+    return dim % ndim
+
+
+def _reshape_param(param: torch.Tensor, old: torch.Size, new: torch.Size) -> torch.Tensor:
+    """Follow a per-element parameter (bounds, nvec) through expand/squeeze/unsqueeze."""
+    if new == old:
+        return param
+    if new[len(new) - len(old) :] == old:
+        return param.expand(new)  # batch dims prepended
+    return param.reshape(new)  # a dim of size 1 inserted or removed
+
+
 def _describe(value) -> str:
-    if isinstance(value, torch.Tensor):
-        text = f"tensor(shape={list(value.shape)}, dtype={value.dtype}"
-        if value.numel() and value.numel() <= 8:
-            text += f", values={value.detach().cpu().flatten().tolist()}"
-        return text + ")"
-    return repr(value)
+    if not isinstance(value, torch.Tensor):
+        return f"{type(value).__name__} {value!r}"[:300]
+    text = f"tensor(shape={list(value.shape)}, dtype={value.dtype}, device={value.device}"
+    if 0 < value.numel() <= 8:
+        text += f", values={value.detach().cpu().flatten().tolist()}"
+    elif value.numel() and value.dtype != torch.bool and not value.is_complex():
+        text += f", min={value.min().item()}, max={value.max().item()}"
+    return text + ")"
+
+
+def _short(t: torch.Tensor):
+    flat = t.flatten()
+    if flat.numel() and bool((flat == flat[0]).all()):
+        return flat[0].item()
+    return flat.tolist() if flat.numel() <= 8 else f"tensor{list(t.shape)}"
+
+
+def _clamp(value: torch.Tensor, low, high, dtype: torch.dtype) -> torch.Tensor:
+    """Round (for integer specs) and clamp ``value`` into ``[low, high]``, as ``dtype``."""
+    if value.dtype.is_floating_point and not dtype.is_floating_point:
+        value = value.round()
+    work = torch.promote_types(value.dtype, dtype)
+    low, high = torch.as_tensor(low).to(work), torch.as_tensor(high).to(work)
+    return torch.clamp(value.to(work), low, high).to(dtype)
 
 
 class TensorSpec:
     """Base class of leaf specs: ``shape``, ``dtype`` and ``device`` of one tensor.
 
-    Subclasses implement ``_in_range``, ``rand`` and ``project``; everything else is
-    shared.
+    A subclass implements ``rand`` and, where values are restricted, ``_in_range`` and
+    ``project``; ``_params`` lists its constructor arguments besides shape, device and
+    dtype (tensors among them are per element, of the spec's shape).
     """
 
     def __init__(self, shape: ShapeLike, dtype: torch.dtype, device=None):
         self.shape = _size(shape)
         self.dtype = dtype
-        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.device = torch.device("cpu" if device is None else device)
 
     # -- the contract of a subclass -------------------------------------------------
     def _in_range(self, value: torch.Tensor, split: int) -> bool:
-        """True if the values of ``value`` (shape already checked) fit the spec."""
+        """True if the values of ``value`` (dtype and shape already checked) fit."""
         return True
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
+        """A random value, with ``shape`` prepended to the spec's shape."""
         raise NotImplementedError(f"{type(self).__name__} does not define rand()")
 
     def project(self, value: torch.Tensor) -> torch.Tensor:
         """Return the nearest value inside the spec (a no-op for values already in it)."""
         return value
+
+    def _params(self) -> dict:
+        return {}
 
     # -- shared behaviour ---------------------------------------------------------
     def _shape_split(self, value_shape: torch.Size) -> int | None:
@@ -103,13 +155,12 @@ class TensorSpec:
         ``i == 0`` is the common case of extra leading batch dims.
         """
         shape = self.shape
-        n, m = len(shape), len(value_shape)
-        if m < n:
+        extra = len(value_shape) - len(shape)
+        if extra < 0:
             return None
-        extra = m - n
         if value_shape[extra:] == shape:
             return 0
-        for i in range(1, n + 1):
+        for i in range(1, len(shape) + 1):
             if value_shape[:i] == shape[:i] and value_shape[i + extra :] == shape[i:]:
                 return i
         return None
@@ -120,6 +171,12 @@ class TensorSpec:
             return param
         extra = len(value_shape) - len(self.shape)
         return param.reshape(*self.shape[:split], *([1] * extra), *self.shape[split:])
+
+    def _split_or_raise(self, value: torch.Tensor) -> int:
+        split = self._shape_split(value.shape)
+        if split is None:
+            raise ValueError(f"{_describe(value)} has a shape not compatible with {self}")
+        return split
 
     def is_in(self, value) -> bool:
         """True if ``value`` has this spec's dtype, a compatible shape and valid values."""
@@ -138,82 +195,91 @@ class TensorSpec:
         return None
 
     def assert_is_in(self, value, key=None) -> None:
-        """Raise ``ValueError`` naming the key, the spec and the value if ``value`` is not in."""
+        """Raise ``ValueError`` naming the key, the spec and the value if it is not in."""
         problem = self._mismatch(value)
         if problem is not None:
             where = f" for key {key!r}" if key is not None else ""
-            raise ValueError(f"Value{where} is not in the spec: {problem}.\n  spec:  {self}\n  value: {_describe(value)}")
+            raise ValueError(
+                f"Value{where} is not in the spec: {problem}.\n"
+                f"  spec:  {self}\n  value: {_describe(value)}"
+            )
 
     def zero(self, shape: ShapeLike | None = None) -> torch.Tensor:
         return torch.zeros(_size(shape) + self.shape, dtype=self.dtype, device=self.device)
 
     def encode(self, value) -> torch.Tensor:
-        """Turn a numpy array, Python number or tensor into a tensor of this spec."""
+        """Turn a numpy array, Python number or tensor into a tensor of this spec.
+
+        Extra leading dims are kept; dims of size 1 may differ; any other shape raises.
+        """
         if isinstance(value, torch.Tensor):
             tensor = value.to(device=self.device, dtype=self.dtype)
         else:
-            array = np.asarray(value)
-            if array.dtype == np.float64 and self.dtype == torch.float32:
-                array = array.astype(np.float32)
-            tensor = torch.as_tensor(array, device=self.device).to(self.dtype)
-        if tensor.shape != self.shape and tensor.numel() == self.shape.numel():
+            tensor = torch.as_tensor(np.asarray(value), device=self.device).to(self.dtype)
+        if tensor.shape != self.shape and self._shape_split(tensor.shape) != 0:
+            if [s for s in tensor.shape if s != 1] != [s for s in self.shape if s != 1]:
+                raise ValueError(f"Cannot encode a value of shape {list(tensor.shape)} as {self}")
             tensor = tensor.reshape(self.shape)
         return tensor
 
-    def _new(self, shape: torch.Size, **params) -> TensorSpec:
-        raise NotImplementedError(f"{type(self).__name__} does not support reshaping")
+    def _new(self, shape: torch.Size, device=None) -> TensorSpec:
+        """The same spec with another shape (per-element params follow) or device."""
+        params = {
+            k: _reshape_param(v, self.shape, shape) if isinstance(v, torch.Tensor) else v
+            for k, v in self._params().items()
+        }
+        device = self.device if device is None else device
+        return type(self)(**params, shape=shape, device=device, dtype=self.dtype)
 
     def expand(self, *shape) -> TensorSpec:
         """Return the spec with leading batch dims: the new shape must end with the old."""
         shape = _expand_shape(shape)
-        if len(shape) < len(self.shape) or shape[len(shape) - len(self.shape) :] != self.shape:
-            raise ValueError(f"Cannot expand {type(self).__name__} of shape {list(self.shape)} to {list(shape)}: the new shape must end with the old one.")
+        _check_expand(type(self).__name__, self.shape, shape)
         return self._new(shape)
 
     def squeeze(self, dim: int | None = None) -> TensorSpec:
         if dim is None:
-            shape = torch.Size([s for s in self.shape if s != 1])
-        else:
-            dim = dim % len(self.shape) if self.shape else 0
-            shape = self.shape if self.shape[dim] != 1 else self.shape[:dim] + self.shape[dim + 1 :]
-        return self._new(shape)
+            return self._new(torch.Size([s for s in self.shape if s != 1]))
+        dim = _norm_dim(dim, len(self.shape))
+        if self.shape[dim] != 1:
+            return self.clone()
+        return self._new(self.shape[:dim] + self.shape[dim + 1 :])
 
     def unsqueeze(self, dim: int) -> TensorSpec:
-        dim = dim if dim >= 0 else dim + len(self.shape) + 1
+        dim = _norm_dim(dim, len(self.shape) + 1)
         return self._new(self.shape[:dim] + torch.Size([1]) + self.shape[dim:])
 
     def to(self, device) -> TensorSpec:
-        out = self.clone()
-        out.device = torch.device(device)
-        return out
+        return self._new(self.shape, device=torch.device(device))
 
     def clone(self) -> TensorSpec:
         return self._new(self.shape)
-
-    def _eq_params(self) -> tuple:
-        return ()
 
     def __eq__(self, other) -> bool:
         if type(self) is not type(other):
             return False
         if (self.shape, self.dtype, self.device) != (other.shape, other.dtype, other.device):
             return False
-        for a, b in zip(self._eq_params(), other._eq_params()):
-            if isinstance(a, torch.Tensor):
-                if not torch.equal(a.cpu(), b.cpu()):
+        theirs = other._params()
+        for k, v in self._params().items():
+            if isinstance(v, torch.Tensor):
+                if not torch.equal(v, theirs[k].to(v.device)):
                     return False
-            elif a != b:
+            elif v != theirs[k]:
                 return False
         return True
 
     __hash__ = None
 
     def __repr__(self) -> str:
-        extra = "".join(f", {k}={v}" for k, v in self._repr_params().items())
-        return f"{type(self).__name__}(shape={list(self.shape)}, dtype={self.dtype}{extra}, device={self.device})"
-
-    def _repr_params(self) -> dict:
-        return {}
+        params = self._params().items()
+        extra = "".join(
+            f", {k}={_short(v) if isinstance(v, torch.Tensor) else v}" for k, v in params
+        )
+        return (
+            f"{type(self).__name__}(shape={list(self.shape)}, dtype={self.dtype}{extra}, "
+            f"device={self.device})"
+        )
 
 
 class Unbounded(TensorSpec):
@@ -227,16 +293,14 @@ class Unbounded(TensorSpec):
     def __init__(self, shape: ShapeLike = (), device=None, dtype: torch.dtype = torch.float32):
         super().__init__(shape, dtype, device)
 
-    def _new(self, shape, **params):
-        return Unbounded(shape, device=self.device, dtype=self.dtype)
-
     def rand(self, shape=None):
         full = _size(shape) + self.shape
         if self.dtype.is_floating_point:
             return torch.randn(full, dtype=self.dtype, device=self.device)
         if self.dtype == torch.bool:
             return torch.randint(0, 2, full, device=self.device).bool()
-        return torch.randint(-100, 100, full, dtype=self.dtype, device=self.device)
+        low = -100 if torch.iinfo(self.dtype).min < 0 else 0
+        return torch.randint(low, 100, full, dtype=self.dtype, device=self.device)
 
 
 class Bounded(TensorSpec):
@@ -248,7 +312,7 @@ class Bounded(TensorSpec):
         tensor([2.])
     """
 
-    def __init__(self, low, high, shape: ShapeLike | None = None, device=None, dtype: torch.dtype = torch.float32):
+    def __init__(self, low, high, shape=None, device=None, dtype: torch.dtype = torch.float32):
         low = torch.as_tensor(low, dtype=dtype)
         high = torch.as_tensor(high, dtype=dtype)
         if shape is None:
@@ -258,22 +322,19 @@ class Bounded(TensorSpec):
             self.low = low.to(self.device).expand(self.shape).clone()
             self.high = high.to(self.device).expand(self.shape).clone()
         except RuntimeError as err:
-            raise ValueError(f"Bounded: low {list(low.shape)} and high {list(high.shape)} do not fit shape {list(self.shape)}") from err
+            raise ValueError(
+                f"Bounded: low {list(low.shape)} and high {list(high.shape)} do not fit "
+                f"shape {list(self.shape)}"
+            ) from err
         if (self.low > self.high).any():
-            raise ValueError(f"Bounded: low must be <= high, got low={low.tolist()}, high={high.tolist()}")
+            raise ValueError(f"Bounded: low must be <= high, got low={low}, high={high}")
+        if dtype.is_floating_point:
+            self._span = self.high - self.low
+        else:  # number of integers in [low, high]
+            self._span = self.high.double() - self.low.double() + 1
 
-    def _new(self, shape, low=None, high=None):
-        low = self.low if low is None else low
-        high = self.high if high is None else high
-        if shape != self.shape and low.shape == self.shape:
-            try:
-                low, high = low.expand(shape), high.expand(shape)
-            except RuntimeError:
-                low, high = low.reshape(shape), high.reshape(shape)
-        return Bounded(low, high, shape, device=self.device, dtype=self.dtype)
-
-    def to(self, device):
-        return Bounded(self.low, self.high, self.shape, device=device, dtype=self.dtype)
+    def _params(self):
+        return {"low": self.low, "high": self.high}
 
     def _in_range(self, value, split):
         low = self._broadcast_param(self.low, value.shape, split)
@@ -284,26 +345,15 @@ class Bounded(TensorSpec):
         full = _size(shape) + self.shape
         if self.dtype.is_floating_point:
             u = torch.rand(full, dtype=self.dtype, device=self.device)
-            return self.low + u * (self.high - self.low)
-        span = (self.high.to(torch.float64) - self.low.to(torch.float64) + 1).expand(full)
-        offset = (torch.rand(full, dtype=torch.float64, device=self.device) * span).floor()
-        return (self.low.to(torch.float64) + offset).to(self.dtype)
+            return u.mul_(self._span).add_(self.low)
+        u = torch.rand(full, dtype=torch.float64, device=self.device)
+        return u.mul_(self._span).floor_().to(self.dtype).add_(self.low)
 
     def project(self, value):
-        return torch.maximum(torch.minimum(value, self.high), self.low)
-
-    def _eq_params(self):
-        return (self.low, self.high)
-
-    def _repr_params(self):
-        return {"low": _short(self.low), "high": _short(self.high)}
-
-
-def _short(t: torch.Tensor):
-    flat = t.flatten()
-    if flat.numel() and bool((flat == flat[0]).all()):
-        return flat[0].item()
-    return flat.tolist() if flat.numel() <= 8 else f"tensor{list(t.shape)}"
+        split = self._split_or_raise(value)
+        low = self._broadcast_param(self.low, value.shape, split)
+        high = self._broadcast_param(self.high, value.shape, split)
+        return _clamp(value, low, high, self.dtype)
 
 
 class Categorical(TensorSpec):
@@ -315,12 +365,12 @@ class Categorical(TensorSpec):
         (True, False)
     """
 
-    def __init__(self, n: int, shape: ShapeLike = (), device=None, dtype: torch.dtype = torch.int64):
+    def __init__(self, n: int, shape=(), device=None, dtype: torch.dtype = torch.int64):
         super().__init__(shape, dtype, device)
         self.n = int(n)
 
-    def _new(self, shape, **params):
-        return Categorical(self.n, shape, device=self.device, dtype=self.dtype)
+    def _params(self):
+        return {"n": self.n}
 
     def _in_range(self, value, split):
         if self.dtype == torch.bool:
@@ -329,24 +379,20 @@ class Categorical(TensorSpec):
 
     def rand(self, shape=None):
         full = _size(shape) + self.shape
-        out = torch.randint(0, self.n, full, device=self.device)
-        return out.to(self.dtype)
+        return torch.randint(0, self.n, full, device=self.device).to(self.dtype)
 
     def project(self, value):
-        if self.dtype == torch.bool:
-            return value
-        if value.dtype.is_floating_point:
-            value = value.round()
-        return value.clamp(0, self.n - 1).to(self.dtype)
+        return _clamp(value, 0, self.n - 1, self.dtype)
 
     def to_one_hot(self, value: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.one_hot(value.long(), self.n)
 
-    def _eq_params(self):
-        return (self.n,)
 
-    def _repr_params(self):
-        return {"n": self.n}
+def _one_hot(index, n: int, dtype, device) -> torch.Tensor:
+    index = torch.as_tensor(index).long()
+    if index.numel() and (index.min() < 0 or index.max() >= n):
+        raise ValueError(f"One-hot index out of range [0, {n}): {_describe(index)}")
+    return torch.nn.functional.one_hot(index, n).to(device=device, dtype=dtype)
 
 
 class OneHot(TensorSpec):
@@ -357,42 +403,35 @@ class OneHot(TensorSpec):
         tensor([0, 1, 0])
     """
 
-    def __init__(self, n: int, shape: ShapeLike | None = None, device=None, dtype: torch.dtype = torch.int64):
+    def __init__(self, n: int, shape=None, device=None, dtype: torch.dtype = torch.int64):
         shape = _size(shape) if shape is not None else torch.Size([n])
         if not shape or shape[-1] != n:
             raise ValueError(f"OneHot: the last dim of shape {list(shape)} must be n={n}")
         super().__init__(shape, dtype, device)
         self.n = int(n)
 
-    def _new(self, shape, **params):
-        return OneHot(self.n, shape, device=self.device, dtype=self.dtype)
+    def _params(self):
+        return {"n": self.n}
 
     def _in_range(self, value, split):
-        ok = ((value == 0) | (value == 1)).all() & (value.sum(-1) == 1).all()
-        return bool(ok)
+        return bool(((value == 0) | (value == 1)).all() & (value.sum(-1) == 1).all())
 
     def rand(self, shape=None):
-        full = _size(shape) + self.shape
-        idx = torch.randint(0, self.n, full[:-1], device=self.device)
+        idx = torch.randint(0, self.n, (_size(shape) + self.shape)[:-1], device=self.device)
         return torch.nn.functional.one_hot(idx, self.n).to(self.dtype)
 
     def encode(self, value):
-        array = torch.as_tensor(np.asarray(value) if not isinstance(value, torch.Tensor) else value)
-        if array.shape[-1:] == torch.Size([self.n]) and array.dim() == len(self.shape):
-            return array.to(device=self.device, dtype=self.dtype)
-        return torch.nn.functional.one_hot(array.long(), self.n).to(device=self.device, dtype=self.dtype)
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(np.asarray(value))
+        if value.shape[-1:] == torch.Size([self.n]) and value.dim() == len(self.shape):
+            return value.to(device=self.device, dtype=self.dtype)
+        return _one_hot(value, self.n, self.dtype, self.device)
 
     def to_categorical(self, value: torch.Tensor) -> torch.Tensor:
-        return value.argmax(-1)
+        return value.to(torch.float32).argmax(-1)
 
     def project(self, value):
-        return torch.nn.functional.one_hot(value.argmax(-1), self.n).to(self.dtype)
-
-    def _eq_params(self):
-        return (self.n,)
-
-    def _repr_params(self):
-        return {"n": self.n}
+        return torch.nn.functional.one_hot(self.to_categorical(value), self.n).to(self.dtype)
 
 
 class MultiCategorical(TensorSpec):
@@ -403,47 +442,52 @@ class MultiCategorical(TensorSpec):
         torch.Size([2])
     """
 
-    def __init__(self, nvec, shape: ShapeLike | None = None, device=None, dtype: torch.dtype = torch.int64):
+    def __init__(self, nvec, shape=None, device=None, dtype: torch.dtype = torch.int64):
         nvec = torch.as_tensor(nvec, dtype=torch.int64)
         shape = _size(shape) if shape is not None else nvec.shape
         super().__init__(shape, dtype, device)
-        self.nvec = nvec.expand(shape).clone() if nvec.shape != shape else nvec
+        try:
+            self.nvec = nvec.to(self.device).expand(self.shape).clone()
+        except RuntimeError as err:
+            raise ValueError(
+                f"MultiCategorical: nvec {list(nvec.shape)} does not fit {list(shape)}"
+            ) from err
 
-    def _new(self, shape, **params):
-        nvec = self.nvec.expand(shape) if shape != self.shape else self.nvec
-        return MultiCategorical(nvec, shape, device=self.device, dtype=self.dtype)
+    def _params(self):
+        return {"nvec": self.nvec}
 
     def _in_range(self, value, split):
-        nvec = self._broadcast_param(self.nvec.to(value.device), value.shape, split)
+        nvec = self._broadcast_param(self.nvec, value.shape, split)
         return bool(((value >= 0) & (value < nvec)).all())
 
     def rand(self, shape=None):
-        full = _size(shape) + self.shape
-        u = torch.rand(full, device=self.device)
-        return (u * self.nvec.to(self.device)).floor().to(self.dtype)
+        u = torch.rand(_size(shape) + self.shape, dtype=torch.float64, device=self.device)
+        return u.mul_(self.nvec).floor_().to(self.dtype)
 
     def project(self, value):
-        return torch.minimum(value.clamp_min(0), self.nvec.to(value.device) - 1).to(self.dtype)
-
-    def _eq_params(self):
-        return (self.nvec,)
-
-    def _repr_params(self):
-        return {"nvec": _short(self.nvec)}
+        nvec = self._broadcast_param(self.nvec, value.shape, self._split_or_raise(value))
+        return _clamp(value, 0, nvec - 1, self.dtype)
 
 
 class MultiOneHot(TensorSpec):
-    """Concatenated one-hot vectors of sizes ``nvec`` (last dim ``sum(nvec)``)."""
+    """Concatenated one-hot vectors of sizes ``nvec`` (last dim ``sum(nvec)``).
 
-    def __init__(self, nvec: Sequence[int], shape: ShapeLike | None = None, device=None, dtype: torch.dtype = torch.int64):
+    Example:
+        >>> MultiOneHot([2, 3]).encode([1, 0])
+        tensor([0, 1, 1, 0, 0])
+    """
+
+    def __init__(self, nvec: Sequence[int], shape=None, device=None, dtype=torch.int64):
         self.nvec = [int(n) for n in nvec]
         shape = _size(shape) if shape is not None else torch.Size([sum(self.nvec)])
-        if shape[-1] != sum(self.nvec):
-            raise ValueError(f"MultiOneHot: last dim of {list(shape)} must be sum(nvec)={sum(self.nvec)}")
+        if not shape or shape[-1] != sum(self.nvec):
+            raise ValueError(
+                f"MultiOneHot: last dim of {list(shape)} must be sum(nvec)={sum(self.nvec)}"
+            )
         super().__init__(shape, dtype, device)
 
-    def _new(self, shape, **params):
-        return MultiOneHot(self.nvec, shape, device=self.device, dtype=self.dtype)
+    def _params(self):
+        return {"nvec": self.nvec}
 
     def _in_range(self, value, split):
         if not ((value == 0) | (value == 1)).all():
@@ -451,50 +495,55 @@ class MultiOneHot(TensorSpec):
         return all(bool((chunk.sum(-1) == 1).all()) for chunk in value.split(self.nvec, -1))
 
     def rand(self, shape=None):
-        full = _size(shape) + self.shape
+        batch = (_size(shape) + self.shape)[:-1]
         chunks = [
-            torch.nn.functional.one_hot(torch.randint(0, n, full[:-1], device=self.device), n)
+            torch.nn.functional.one_hot(torch.randint(0, n, batch, device=self.device), n)
             for n in self.nvec
         ]
         return torch.cat(chunks, -1).to(self.dtype)
 
     def encode(self, value):
-        value = torch.as_tensor(np.asarray(value) if not isinstance(value, torch.Tensor) else value)
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(np.asarray(value))
         if value.shape[-1:] == torch.Size([sum(self.nvec)]):
             return value.to(device=self.device, dtype=self.dtype)
-        chunks = [torch.nn.functional.one_hot(value[..., i].long(), n) for i, n in enumerate(self.nvec)]
-        return torch.cat(chunks, -1).to(device=self.device, dtype=self.dtype)
+        if value.shape[-1:] != torch.Size([len(self.nvec)]):
+            raise ValueError(f"Cannot encode {_describe(value)} as {self}")
+        chunks = [
+            _one_hot(value[..., i], n, self.dtype, self.device) for i, n in enumerate(self.nvec)
+        ]
+        return torch.cat(chunks, -1)
 
     def to_categorical(self, value):
-        return torch.stack([c.argmax(-1) for c in value.split(self.nvec, -1)], -1)
+        chunks = value.to(torch.float32).split(self.nvec, -1)
+        return torch.stack([c.argmax(-1) for c in chunks], -1)
 
     def project(self, value):
         return self.encode(self.to_categorical(value))
 
-    def _eq_params(self):
-        return (self.nvec,)
-
-    def _repr_params(self):
-        return {"nvec": self.nvec}
-
 
 class Binary(TensorSpec):
-    """Vectors of ``n`` zeros and ones (``MultiBinary`` spaces)."""
+    """Vectors of ``n`` zeros and ones (``MultiBinary`` spaces).
 
-    def __init__(self, n: int | None = None, shape: ShapeLike | None = None, device=None, dtype: torch.dtype = torch.int8):
+    Example:
+        >>> Binary(4).rand().shape
+        torch.Size([4])
+    """
+
+    def __init__(self, n: int | None = None, shape=None, device=None, dtype=torch.int8):
         if shape is None:
             if n is None:
                 raise ValueError("Binary needs n or shape")
             shape = (n,)
         shape = _size(shape)
-        n = shape[-1] if n is None else int(n)
-        if shape[-1] != n:
+        n = shape[-1] if (n is None and shape) else n
+        if not shape or shape[-1] != n:
             raise ValueError(f"Binary: last dim of {list(shape)} must be n={n}")
         super().__init__(shape, dtype, device)
-        self.n = n
+        self.n = int(n)
 
-    def _new(self, shape, **params):
-        return Binary(self.n, shape, device=self.device, dtype=self.dtype)
+    def _params(self):
+        return {"n": self.n}
 
     def _in_range(self, value, split):
         return bool(((value == 0) | (value == 1)).all())
@@ -503,10 +552,9 @@ class Binary(TensorSpec):
         return torch.randint(0, 2, _size(shape) + self.shape, device=self.device).to(self.dtype)
 
     def project(self, value):
-        return (value > 0.5).to(self.dtype) if value.dtype.is_floating_point else value.clamp(0, 1).to(self.dtype)
-
-    def _eq_params(self):
-        return (self.n,)
+        if value.dtype.is_floating_point:
+            return (value > 0.5).to(self.dtype)
+        return value.clamp(0, 1).to(self.dtype)
 
 
 class Composite:
@@ -518,79 +566,86 @@ class Composite:
     Example:
         >>> spec = Composite(observation=Unbounded((3,)), shape=())
         >>> spec["next", "reward"] = Unbounded((1,))
-        >>> sorted(spec.keys(include_nested=True, leaves_only=True))
-        [('next', 'reward'), 'observation']
+        >>> spec.keys(include_nested=True, leaves_only=True)
+        ['observation', ('next', 'reward')]
+        >>> spec.rand()["next", "reward"].shape
+        torch.Size([1])
     """
 
     def __init__(self, specs: dict | None = None, shape: ShapeLike = (), device=None, **kwargs):
         self.shape = _size(shape)
         self.device = torch.device(device) if device is not None else None
-        self._specs: dict[str, TensorSpec | Composite] = {}
+        self._specs: dict[str, TensorSpec | Composite | None] = {}
         for key, spec in {**(specs or {}), **kwargs}.items():
             self[key] = spec
 
     # -- mapping interface ---------------------------------------------------------
+    def _lookup(self, key):
+        """The entry under ``key`` (a string or tuple), or ``...`` when there is none."""
+        node = self
+        for part in key if isinstance(key, tuple) else (key,):
+            if not isinstance(node, Composite) or part not in node._specs:
+                return ...
+            node = node._specs[part]
+        return node
+
     def __getitem__(self, key):
-        if isinstance(key, tuple):
-            if len(key) == 1:
-                return self[key[0]]
-            sub = self[key[0]]
-            if not isinstance(sub, Composite):
-                raise KeyError(f"{key[0]!r} is a leaf spec, cannot index {key!r} into it")
-            return sub[key[1:]]
-        try:
-            return self._specs[key]
-        except KeyError:
-            raise KeyError(_missing_key_message(key, list(self.keys(True, True)))) from None
+        spec = self._lookup(key)
+        if spec is ...:
+            raise KeyError(_missing_key_message(key, self.keys(True)))
+        return spec
 
     def __setitem__(self, key, spec) -> None:
-        if isinstance(key, tuple):
-            if len(key) == 1:
-                self[key[0]] = spec
-                return
-            if key[0] not in self._specs:
-                self._specs[key[0]] = Composite(shape=self.shape, device=self.device)
-            self._specs[key[0]][key[1:]] = spec
-            return
-        if not isinstance(key, str):
+        parts = key if isinstance(key, tuple) else (key,)
+        if not parts or not all(isinstance(p, str) for p in parts):
             raise TypeError(f"Composite keys are strings or tuples of strings, got {key!r}")
+        node = self
+        for part in parts[:-1]:
+            child = node._specs.get(part)
+            if child is None:
+                child = node._specs[part] = Composite(shape=node.shape, device=node.device)
+            elif not isinstance(child, Composite):
+                raise KeyError(f"Cannot set {key!r}: {part!r} holds a leaf spec, not a Composite")
+            node = child
+        node._set_entry(parts[-1], spec)
+
+    def _set_entry(self, key: str, spec) -> None:
         if isinstance(spec, dict):
             spec = Composite(spec, shape=self.shape, device=self.device)
         if spec is not None and not isinstance(spec, (TensorSpec, Composite)):
             raise TypeError(f"Composite entry {key!r} must be a spec, got {type(spec).__name__}")
         if spec is not None and spec.shape[: len(self.shape)] != self.shape:
-            raise ValueError(f"Spec for {key!r} has shape {list(spec.shape)}, which does not start with the Composite's batch shape {list(self.shape)}")
+            raise ValueError(
+                f"Spec for {key!r} has shape {list(spec.shape)}, which does not start with "
+                f"the Composite's batch shape {list(self.shape)}: {spec}"
+            )
         self._specs[key] = spec
 
+    def set(self, key, spec) -> Composite:
+        """Set ``spec`` under ``key`` (nested Composites are created) and return self."""
+        self[key] = spec
+        return self
+
     def __delitem__(self, key) -> None:
-        if isinstance(key, tuple) and len(key) > 1:
-            del self[key[0]][key[1:]]
-            return
-        key = key[0] if isinstance(key, tuple) else key
-        del self._specs[key]
+        parts = key if isinstance(key, tuple) else (key,)
+        parent = self._lookup(parts[:-1])
+        if not isinstance(parent, Composite) or parts[-1] not in parent._specs:
+            raise KeyError(_missing_key_message(key, self.keys(True)))
+        del parent._specs[parts[-1]]
 
     def pop(self, key, default=...):
-        try:
-            value = self[key]
-        except KeyError:
-            if default is ...:
-                raise
+        if self._lookup(key) is ... and default is not ...:
             return default
+        value = self[key]
         del self[key]
         return value
 
     def get(self, key, default=None):
-        try:
-            return self[key]
-        except KeyError:
-            return default
+        spec = self._lookup(key)
+        return default if spec is ... else spec
 
     def __contains__(self, key) -> bool:
-        try:
-            self[key]
-        except KeyError:
-            return False
-        return True
+        return self._lookup(key) is not ...
 
     def __len__(self) -> int:
         return len(self._specs)
@@ -598,7 +653,7 @@ class Composite:
     def __iter__(self) -> Iterator[str]:
         return iter(self._specs)
 
-    def keys(self, include_nested: bool = False, leaves_only: bool = False):
+    def keys(self, include_nested: bool = False, leaves_only: bool = False) -> list:
         out = []
         for key, spec in self._specs.items():
             is_leaf = not isinstance(spec, Composite)
@@ -608,14 +663,22 @@ class Composite:
                 out.extend((key, *_as_tuple(sub)) for sub in spec.keys(True, leaves_only))
         return out
 
-    def items(self, include_nested: bool = False, leaves_only: bool = False):
+    def items(self, include_nested: bool = False, leaves_only: bool = False) -> list:
         return [(k, self[k]) for k in self.keys(include_nested, leaves_only)]
 
-    def values(self, include_nested: bool = False, leaves_only: bool = False):
+    def values(self, include_nested: bool = False, leaves_only: bool = False) -> list:
         return [self[k] for k in self.keys(include_nested, leaves_only)]
 
+    def _leaves(self, prefix: tuple = ()) -> Iterator[tuple]:
+        """``(key, spec)`` for every leaf spec (not None), nested keys as tuples."""
+        for key, spec in self._specs.items():
+            if isinstance(spec, Composite):
+                yield from spec._leaves((*prefix, key))
+            elif spec is not None:
+                yield ((*prefix, key) if prefix else key), spec
+
     def update(self, other) -> Composite:
-        for key, spec in (other.items() if isinstance(other, (Composite, dict)) else other):
+        for key, spec in other.items() if isinstance(other, (Composite, dict)) else other:
             self[key] = spec
         return self
 
@@ -625,92 +688,84 @@ class Composite:
         return len(self.shape)
 
     def is_empty(self) -> bool:
-        return not any(True for _ in self.keys(True, True))
+        return next(self._leaves(), None) is None
 
     def rand(self, shape: ShapeLike | None = None) -> TensorDict:
-        return self._build(lambda s: s.rand(shape), shape)
+        return self._build(lambda s: s.rand(shape), _size(shape))
 
     def zero(self, shape: ShapeLike | None = None) -> TensorDict:
-        return self._build(lambda s: s.zero(shape), shape)
+        return self._build(lambda s: s.zero(shape), _size(shape))
 
-    def _build(self, leaf_fn, shape) -> TensorDict:
-        data = {}
-        for key, spec in self._specs.items():
-            if spec is None:
-                continue
-            data[key] = spec._build(leaf_fn, shape) if isinstance(spec, Composite) else leaf_fn(spec)
-        return TensorDict(data, batch_size=_size(shape) + self.shape, device=self.device)
+    def _build(self, leaf_fn, shape: torch.Size) -> TensorDict:
+        data = {
+            key: spec._build(leaf_fn, shape) if isinstance(spec, Composite) else leaf_fn(spec)
+            for key, spec in self._specs.items()
+            if spec is not None
+        }
+        return TensorDict(data, batch_size=shape + self.shape, device=self.device)
 
     def is_in(self, td: TensorDictBase) -> bool:
-        for key, spec in self.items(True, True):
-            if spec is None:
-                continue
+        """True if every leaf spec has its value in ``td`` and the value is in it."""
+        for key, spec in self._leaves():
             value = td.get(key, None)
             if value is None or not spec.is_in(value):
                 return False
         return True
 
     def assert_is_in(self, td: TensorDictBase) -> None:
-        for key, spec in self.items(True, True):
-            if spec is None:
-                continue
+        """Raise ``KeyError`` for a missing entry, ``ValueError`` for a value not in."""
+        if not isinstance(td, TensorDictBase):
+            raise TypeError(f"Composite.assert_is_in expects a TensorDict, got {_describe(td)}")
+        for key, spec in self._leaves():
             value = td.get(key, None)
             if value is None:
-                raise KeyError(_missing_key_message(key, list(td.keys(True, True))))
+                raise KeyError(_missing_key_message(key, td.keys(True, True)))
             spec.assert_is_in(value, key=key)
 
     def project(self, td: TensorDictBase) -> TensorDictBase:
-        for key, spec in self.items(True, True):
-            if spec is not None and key in td.keys(True, True) and not spec.is_in(td.get(key)):
-                td.set(key, spec.project(td.get(key)))
+        for key, spec in self._leaves():
+            value = td.get(key, None)
+            if value is not None and not spec.is_in(value):
+                td.set(key, spec.project(value))
         return td
 
     def encode(self, values: dict) -> TensorDict:
-        data = {}
-        for key, value in values.items():
-            spec = self[key]
-            data[key] = spec.encode(value)
+        data = {key: self[key].encode(value) for key, value in values.items()}
         return TensorDict(data, batch_size=self.shape, device=self.device)
 
+    def _map(self, fn, shape: torch.Size, device=None) -> Composite:
+        specs = {k: None if s is None else fn(s) for k, s in self._specs.items()}
+        return Composite(specs, shape=shape, device=self.device if device is None else device)
+
     def expand(self, *shape) -> Composite:
+        """Prepend batch dims to the Composite and to every entry."""
         shape = _expand_shape(shape)
-        if len(shape) < len(self.shape) or shape[len(shape) - len(self.shape) :] != self.shape:
-            raise ValueError(f"Cannot expand Composite of batch shape {list(self.shape)} to {list(shape)}: the new shape must end with the old one.")
-        specs = {}
-        for key, spec in self._specs.items():
-            if spec is None:
-                specs[key] = None
-            else:
-                specs[key] = spec.expand(*shape, *spec.shape[len(self.shape) :])
-        return Composite(specs, shape=shape, device=self.device)
+        _check_expand("Composite", self.shape, shape)
+        n = len(self.shape)
+        return self._map(lambda s: s.expand(*shape, *s.shape[n:]), shape)
 
     def squeeze(self, dim: int | None = None) -> Composite:
         if dim is None:
-            out = self
+            out = self.clone()
             for d in reversed(range(len(self.shape))):
                 if self.shape[d] == 1:
                     out = out.squeeze(d)
             return out
-        dim = dim % len(self.shape)
+        dim = _norm_dim(dim, len(self.shape))
         if self.shape[dim] != 1:
             return self.clone()
-        shape = self.shape[:dim] + self.shape[dim + 1 :]
-        specs = {k: (None if s is None else s.squeeze(dim)) for k, s in self._specs.items()}
-        return Composite(specs, shape=shape, device=self.device)
+        return self._map(lambda s: s.squeeze(dim), self.shape[:dim] + self.shape[dim + 1 :])
 
     def unsqueeze(self, dim: int) -> Composite:
-        dim = dim if dim >= 0 else dim + len(self.shape) + 1
+        dim = _norm_dim(dim, len(self.shape) + 1)
         shape = self.shape[:dim] + torch.Size([1]) + self.shape[dim:]
-        specs = {k: (None if s is None else s.unsqueeze(dim)) for k, s in self._specs.items()}
-        return Composite(specs, shape=shape, device=self.device)
+        return self._map(lambda s: s.unsqueeze(dim), shape)
 
     def to(self, device) -> Composite:
-        specs = {k: (None if s is None else s.to(device)) for k, s in self._specs.items()}
-        return Composite(specs, shape=self.shape, device=device)
+        return self._map(lambda s: s.to(device), self.shape, torch.device(device))
 
     def clone(self) -> Composite:
-        specs = {k: (None if s is None else s.clone()) for k, s in self._specs.items()}
-        return Composite(specs, shape=self.shape, device=self.device)
+        return self._map(lambda s: s.clone(), self.shape)
 
     def __eq__(self, other) -> bool:
         return (
@@ -723,8 +778,10 @@ class Composite:
     __hash__ = None
 
     def __repr__(self) -> str:
-        inner = ",\n".join(f"    {k}: " + repr(v).replace("\n", "\n    ") for k, v in self._specs.items())
-        return f"Composite(\n{inner},\n    shape={list(self.shape)})"
+        inner = "".join(
+            f"    {k}: " + repr(v).replace("\n", "\n    ") + ",\n" for k, v in self._specs.items()
+        )
+        return f"Composite(\n{inner}    shape={list(self.shape)})"
 
 
 def _as_tuple(key) -> tuple:

@@ -1,7 +1,23 @@
 """Environments: the ``EnvBase`` contract, library wrappers, a pure-torch pendulum."""
 
 from torchrl_lite.envs.common import EnvBase
+from torchrl_lite.envs.custom.pendulum import PendulumEnv
 from torchrl_lite.envs.libs.gym import GymEnv, GymWrapper
 from torchrl_lite.envs.utils import check_env_specs, step_mdp
 
-__all__ = ["EnvBase", "GymEnv", "GymWrapper", "check_env_specs", "step_mdp"]
+__all__ = ["EnvBase", "GymEnv", "GymWrapper", "PendulumEnv", "check_env_specs", "step_mdp"]
+
+# Optional-dependency envs, imported on first access so that `import torchrl_lite.envs`
+# does not import dm_control/MuJoCo (left out of __all__: `import *` must not import them).
+_LAZY = {
+    "DMControlEnv": "torchrl_lite.envs.libs.dm_control",
+    "DMControlWrapper": "torchrl_lite.envs.libs.dm_control",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -247,14 +247,19 @@ class EnvBase:
         """Write a random action (from ``action_spec.rand()``) into ``tensordict``."""
         if tensordict is None:
             tensordict = TensorDict(batch_size=self.batch_size, device=self.device)
-        for key, spec in self.full_action_spec.items(True, True):
-            tensordict.set(key, spec.rand(tensordict.batch_size[: tensordict.ndim - len(self.batch_size)] if not self.batch_locked else None))
+        cache = self.__dict__.get("_action_items")
+        if cache is None or cache[0] is not self.full_action_spec:
+            cache = self._action_items = (self.full_action_spec, self.full_action_spec.items(True, True))
+        extra = None if self.batch_locked else tensordict.batch_size[: tensordict.ndim - len(self.batch_size)]
+        for key, spec in cache[1]:
+            tensordict.set(key, spec.rand(extra))
         return tensordict
 
     def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """One step with a random action."""
         if tensordict is None:
-            tensordict = self.reset() if (self._requires_reset and not self._is_reset) else TensorDict(batch_size=self.batch_size, device=self.device)
+            needs_state = not self._requires_reset or not self._is_reset  # stateless envs read their state from the reset output
+            tensordict = self.reset() if needs_state else TensorDict(batch_size=self.batch_size, device=self.device)
         return self.step(self.rand_action(tensordict))
 
     def fake_tensordict(self) -> TensorDictBase:
@@ -312,11 +317,14 @@ class EnvBase:
                 td = self.rand_action(td)
             else:
                 td = policy(td)
-            td = self.step(td)
+            if not self._checked_action:
+                self._check_action(td)
+            next_td = self._step(td)  # reset was checked above: skip step()'s checks
+            td._set_str(K.NEXT, next_td, validated=True, inplace=False)
             recorder.record(td)
             if callback is not None:
                 callback(self, td)
-            done = td.get((K.NEXT, K.DONE))
+            done = next_td._get_str(K.DONE, None)
             if batch_dims == 0:
                 any_done = all_done = bool(done)
             else:
@@ -348,39 +356,39 @@ class EnvBase:
 
 
 class _RolloutRecorder:
-    """Copies each step's leaves into ``[T, *batch, ...]`` buffers allocated once.
+    """Copies the steps of a rollout into ``[T, *batch, ...]`` buffers allocated once.
 
-    Each step only keeps references (the env returns new tensors each step); every
-    ``_ROLLOUT_CHUNK`` steps they are copied into the preallocated buffers with one
-    ``torch.stack(..., out=...)`` per key.
+    Each step only keeps a reference to its TensorDict (the env returns new tensors each
+    step); every ``_ROLLOUT_CHUNK`` steps the leaves are copied into the preallocated
+    buffers with one ``torch.stack(..., out=...)`` per key.
     """
 
     def __init__(self, max_steps: int):
         self.max_steps = max_steps
         self.keys: list | None = None
+        self.getters: list = []
         self.buffers: list[torch.Tensor] = []
-        self.pending: list[list[torch.Tensor]] = []
+        self.pending: list[TensorDictBase] = []
         self.written = 0
 
     def record(self, td: TensorDictBase) -> None:
         if self.keys is None:
             self.keys = list(td.keys(True, True))
+            self.getters = [_leaf_getter(key) for key in self.keys]
             for key in self.keys:
                 leaf = td.get(key)
                 self.buffers.append(torch.empty((self.max_steps, *leaf.shape), dtype=leaf.dtype, device=leaf.device))
-                self.pending.append([])
-        for key, pending in zip(self.keys, self.pending):
-            pending.append(td.get(key))
-        if len(self.pending[0]) == _ROLLOUT_CHUNK:
+        self.pending.append(td)
+        if len(self.pending) == _ROLLOUT_CHUNK:
             self._flush()
 
     def _flush(self) -> None:
-        n = len(self.pending[0])
+        n = len(self.pending)
         if n == 0:
             return
-        for buf, pending in zip(self.buffers, self.pending):
-            torch.stack(pending, out=buf[self.written : self.written + n])
-            pending.clear()
+        for getter, buf in zip(self.getters, self.buffers):
+            torch.stack([getter(td) for td in self.pending], out=buf[self.written : self.written + n])
+        self.pending.clear()
         self.written += n
 
     def result(self, batch_size: torch.Size, device) -> TensorDictBase:
@@ -394,6 +402,20 @@ class _RolloutRecorder:
                 leaf = leaf.movedim(0, ndim).contiguous()  # [*batch, T, ...]
             out.set(key, leaf)
         return out
+
+
+def _leaf_getter(key):
+    """A fast getter for one (possibly nested) key; raises KeyError naming it if absent."""
+    path = key if isinstance(key, tuple) else (key,)
+
+    def get(td):
+        for name in path:
+            td = td._get_str(name, None)
+            if td is None:
+                raise KeyError(f"Key {key!r} present at the first rollout step is missing at a later step.")
+        return td
+
+    return get
 
 
 def _merge_partial(previous: TensorDictBase, reset_out: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:

@@ -40,20 +40,32 @@ def step_mdp(
         ['observation']
     """
     nxt = tensordict.get(K.NEXT)
-    drop_next = (_as_set(reward_keys) if exclude_reward else set()) | (_as_set(done_keys) if exclude_done else set())
-    entries = {k: v for k, v in nxt.items() if k not in drop_next}
-    nested_drop = [k for k in drop_next if isinstance(k, tuple) and len(k) > 1]
+    if exclude_reward and not exclude_done and reward_keys == K.REWARD:
+        drop_next = _DEFAULT_DROP_NEXT  # the common case, without building sets
+    else:
+        drop_next = (_as_set(reward_keys) if exclude_reward else set()) | (_as_set(done_keys) if exclude_done else set())
+    # nested TensorDicts are copied (shallow) so that writing into the new root never
+    # changes the recorded step
+    entries = {k: (v.copy() if isinstance(v, TensorDictBase) else v) for k, v in nxt.items() if k not in drop_next}
     if keep_other:
-        drop_root = {K.NEXT, K.RESET} | (_as_set(action_keys) if exclude_action else set()) | drop_next
+        if exclude_action and action_keys == K.ACTION and drop_next is _DEFAULT_DROP_NEXT:
+            drop_root = _DEFAULT_DROP_ROOT
+        else:
+            drop_root = {K.NEXT, K.RESET} | (_as_set(action_keys) if exclude_action else set()) | drop_next
         for key, value in tensordict.items():
             if key not in entries and key not in drop_root:
-                entries[key] = value
+                entries[key] = value.copy() if isinstance(value, TensorDictBase) else value
     out = TensorDict._new_unsafe(entries, batch_size=nxt.batch_size, device=nxt.device)
+    nested_drop = [k for k in drop_next if isinstance(k, tuple) and len(k) > 1]
     if nested_drop:
         out = out.exclude(*nested_drop)
     if next_tensordict is not None:
         return next_tensordict.update(out)
     return out
+
+
+_DEFAULT_DROP_NEXT = frozenset({K.REWARD})
+_DEFAULT_DROP_ROOT = frozenset({K.NEXT, K.RESET, K.ACTION, K.REWARD})
 
 
 def check_env_specs(env, return_contiguous: bool = True, seed: int | None = None, max_steps: int = 3) -> None:

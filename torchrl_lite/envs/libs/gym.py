@@ -74,26 +74,34 @@ class _Converter:
         spaces = _gym().spaces
         self.start = int(space.start) if isinstance(space, spaces.Discrete) else 0
         self.one_hot = isinstance(spec, (OneHot, MultiOneHot))
+        np_dtype = getattr(space, "dtype", None)
+        self.same_dtype = np_dtype is not None and _torch_dtype(np_dtype) == spec.dtype
+        self.action_to_gym = self._pick_action_fn()
 
-    def action_to_gym(self, action: torch.Tensor):
-        spec = self.spec
+    def _pick_action_fn(self):
+        spec, start, batched = self.spec, self.start, self.batched
         if isinstance(spec, OneHot):
-            index = action.argmax(-1)
-            return index.numpy() + self.start if self.batched else int(index) + self.start
+            if batched:
+                return lambda a: a.argmax(-1).numpy() + start
+            return lambda a: int(a.argmax(-1)) + start
         if isinstance(spec, MultiOneHot):
-            return spec.to_categorical(action).numpy()
+            return lambda a: spec.to_categorical(a).numpy()
         if isinstance(spec, Categorical):
-            return action.numpy() + self.start if self.batched else int(action) + self.start
-        array = action.detach().cpu().numpy()
-        if array.dtype != self.space.dtype:
-            array = array.astype(self.space.dtype)
-        return array
+            if batched:
+                return lambda a: a.numpy() + start
+            return lambda a: int(a) + start
+        np_dtype = self.space.dtype
+
+        def to_array(a):
+            array = a.detach().cpu().numpy()
+            return array if array.dtype == np_dtype else array.astype(np_dtype)
+
+        return to_array
 
     def to_tensor(self, value) -> torch.Tensor:
-        if isinstance(value, np.ndarray):
-            tensor = torch.from_numpy(value if value.flags.writeable else value.copy())
-        else:
-            tensor = torch.as_tensor(value)
+        if self.same_dtype and type(value) is np.ndarray:
+            return torch.from_numpy(value)
+        tensor = torch.as_tensor(np.asarray(value))
         if tensor.dtype != self.spec.dtype:
             tensor = tensor.to(self.spec.dtype)
         if self.one_hot:
@@ -175,6 +183,7 @@ class GymWrapper(EnvBase):
             else:
                 observation[K.OBSERVATION] = obs_spec
                 self._obs_keys[K.OBSERVATION] = _Converter(obs_space, obs_spec, self.vectorized)
+        self._single_obs = self._obs_keys.get(K.OBSERVATION) if list(self._obs_keys) == [K.OBSERVATION] else None
         if self.from_pixels:
             frame = self._probe_render()
             observation[K.PIXELS] = Bounded(0, 255, frame.shape[len(self.batch_size) :], device=self.device, dtype=torch.uint8)
@@ -229,21 +238,26 @@ class GymWrapper(EnvBase):
             entries[K.DONE] = term | trunc
         else:
             entries[K.REWARD] = torch.full((1,), float(reward))
-            term, trunc, done = torch.tensor([[terminated], [truncated], [terminated or truncated]]).unbind(0)
-            entries[K.DONE] = done
+            term = torch.from_numpy(np.array([terminated], dtype=bool))
+            trunc = torch.from_numpy(np.array([truncated], dtype=bool))
+            entries[K.DONE] = torch.from_numpy(np.array([terminated or truncated], dtype=bool))
         entries[K.TERMINATED] = term
         entries[K.TRUNCATED] = trunc
         return self._observation_td(obs, entries)
 
     def _observation_td(self, obs, entries: dict) -> TensorDictBase:
-        if obs is self._last_obs:  # the env handed back the same buffer: copy it
-            obs = obs.copy() if isinstance(obs, np.ndarray) else obs
+        if obs is self._last_obs and isinstance(obs, np.ndarray):  # the env reused its buffer
+            obs = obs.copy()
         self._last_obs = obs
-        for key, conv in self._obs_keys.items():
-            value = obs if key == K.OBSERVATION and len(self._obs_keys) == 1 and not isinstance(obs, (dict, tuple)) else _pick(obs, key)
-            entries[key] = conv.to_tensor(value)
+        if self._single_obs is not None:
+            entries[K.OBSERVATION] = self._single_obs.to_tensor(obs)
+        else:
+            for key, conv in self._obs_keys.items():
+                entries[key] = conv.to_tensor(_pick(obs, key))
         if self.from_pixels:
             entries[K.PIXELS] = torch.from_numpy(self._render_array())
+        if self.device.type != "cpu":
+            entries = {k: v.to(self.device, non_blocking=True) for k, v in entries.items()}
         return TensorDict._new_unsafe(entries, batch_size=self.batch_size, device=self.device)
 
     def close(self) -> None:

@@ -1,0 +1,106 @@
+"""Environment benchmarks: per-step cost of GymEnv against a raw gymnasium + torch loop.
+
+Run: ``python benchmarks/bench_envs.py`` (``make bench`` runs every benchmark). Every
+ratio compares two loops measured in this run on this machine.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from _common import smoke, timeit, write_table
+from torchrl_lite.envs import GymEnv
+
+torch.set_num_threads(1)
+STEPS = 2_000 if smoke() else 10_000
+
+
+def raw_loop(env_id: str, steps: int) -> None:
+    """The floor: step a gymnasium env with random actions, observation -> torch tensor."""
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    for _ in range(steps):
+        obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+        torch.as_tensor(obs)
+        if terminated or truncated:
+            obs, _ = env.reset()
+            torch.as_tensor(obs)
+
+
+def raw_vector_loop(env_id: str, num_envs: int, steps: int) -> None:
+    env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync")
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    for _ in range(steps // num_envs):
+        obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+        torch.as_tensor(obs)
+
+
+def lib_rollout(env: GymEnv, steps: int) -> None:
+    env.set_seed(0)
+    env.rollout(steps, break_when_any_done=False)
+
+
+def per_step_rows() -> list[list]:
+    rows = []
+    for env_id in ("CartPole-v1", "Pendulum-v1"):
+        env = GymEnv(env_id)
+        raw = timeit(lambda env_id=env_id: raw_loop(env_id, STEPS))
+        lib = timeit(lambda env=env: lib_rollout(env, STEPS))
+        rows.append([f"GymEnv({env_id!r}).rollout", raw / STEPS * 1e6, lib / STEPS * 1e6, lib / raw])
+    n = 8
+    env = GymEnv("CartPole-v1", num_envs=n)
+    raw = timeit(lambda: raw_vector_loop("CartPole-v1", n, STEPS * n))
+    lib = timeit(lambda: lib_rollout(env, STEPS))
+    rows.append([f"GymEnv('CartPole-v1', num_envs={n}) per frame", raw / (STEPS * n) * 1e6, lib / (STEPS * n) * 1e6, lib / raw])
+    return rows
+
+
+def import_time(code: str, repeats: int = 5) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        out = subprocess.run(
+            [sys.executable, "-c", f"import time; t=time.perf_counter(); {code}; print(time.perf_counter()-t)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        best = min(best, float(out.stdout.strip()))
+    return best
+
+
+def import_rows() -> list[list]:
+    base = import_time("import tensordict")
+    rows = [["import tensordict", base, 0.0]]
+    for mod in ("torchrl_lite", "torchrl_lite.envs", "torchrl_lite.data"):
+        t = import_time(f"import tensordict, {mod}")
+        rows.append([f"import tensordict, {mod}", t, t - base])
+    return rows
+
+
+def main() -> None:
+    write_table(
+        "envs_per_step",
+        "Env per-step cost (random policy)",
+        ["case", "raw gymnasium+torch (us/step)", "torchrl_lite (us/step)", "ratio"],
+        per_step_rows(),
+        notes=f"{STEPS} steps, median of 5 runs; raw loop = gymnasium step + action_space.sample() + torch.as_tensor(obs). Target ratio <= 2.",
+    )
+    write_table(
+        "import_time",
+        "Import time",
+        ["import", "seconds (best of 5)", "added to tensordict"],
+        import_rows(),
+        notes="Target: torchrl_lite adds at most 0.3 s to `import tensordict`.",
+    )
+
+
+if __name__ == "__main__":
+    np.random.seed(0)
+    main()

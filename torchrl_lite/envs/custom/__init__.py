@@ -1,0 +1,5 @@
+"""Environments written in pure torch."""
+
+from torchrl_lite.envs.custom.pendulum import PendulumEnv
+
+__all__ = ["PendulumEnv"]
