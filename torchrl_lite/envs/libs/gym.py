@@ -109,6 +109,24 @@ class _Converter:
         return tensor
 
 
+class _CompositeConverter:
+    """Converts a Dict/Tuple value into a nested TensorDict, entry by entry."""
+
+    def __init__(self, space, spec: Composite, batched: bool, batch_size):
+        self.batch_size = batch_size
+        self.entries = {key: _converter(_pick(space, key), sub, batched, batch_size) for key, sub in spec.items()}
+
+    def to_tensor(self, value) -> TensorDict:
+        data = {key: conv.to_tensor(_pick(value, key)) for key, conv in self.entries.items()}
+        return TensorDict._new_unsafe(data, batch_size=self.batch_size)
+
+
+def _converter(space, spec, batched: bool, batch_size):
+    if isinstance(spec, Composite):
+        return _CompositeConverter(space, spec, batched, batch_size)
+    return _Converter(space, spec, batched)
+
+
 class GymWrapper(EnvBase):
     """Wrap an existing gymnasium env (single or vector) as a TensorDict env.
 
@@ -179,7 +197,7 @@ class GymWrapper(EnvBase):
             if isinstance(obs_spec, Composite):
                 for key, spec in obs_spec.items():
                     observation[key] = spec
-                    self._obs_keys[key] = _Converter(obs_space[key if not key.isdigit() else int(key)], spec, self.vectorized)
+                    self._obs_keys[key] = _converter(_pick(obs_space, key), spec, self.vectorized, self.batch_size)
             else:
                 observation[K.OBSERVATION] = obs_spec
                 self._obs_keys[K.OBSERVATION] = _Converter(obs_space, obs_spec, self.vectorized)
@@ -272,9 +290,11 @@ class GymWrapper(EnvBase):
 
 
 def _pick(obs, key):
-    if isinstance(obs, dict):
+    """Entry ``key`` of a Dict/Tuple value or space (Tuple keys are "0", "1", ...)."""
+    try:
         return obs[key]
-    return obs[int(key)]
+    except (KeyError, TypeError, IndexError):
+        return obs[int(key)]
 
 
 class GymEnv(GymWrapper):

@@ -1,0 +1,53 @@
+# Quick start: `make train` (the main job) and `make test`. Both create .venv when missing
+# and install the project with the pinned constraints (torch==2.13.0, CPU wheel).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export MUJOCO_GL ?= egl
+export PYOPENGL_PLATFORM ?= egl
+export SDL_VIDEODRIVER ?= dummy
+
+.PHONY: install system-deps train test test-all bench lint format clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[all]"
+	@touch $(STAMP)
+
+# Headless OpenGL for MuJoCo pixels (EGL, software rendering). Installed only when missing.
+system-deps:
+	@if ! ldconfig -p | grep -q 'libEGL.so.1' || ! ldconfig -p | grep -q 'libOpenGL.so.0' \
+	    || ! ls /usr/lib/*/dri/swrast_dri.so >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      libegl1 libopengl0 libgl1-mesa-dri >/dev/null; \
+	  else echo "warning: install libegl1 libopengl0 libgl1-mesa-dri for MuJoCo pixel rendering"; fi; \
+	fi
+
+train: install
+	$(BIN)/python -m torchrl_lite demo --env CartPole-v1 --num-envs 4 --steps 500
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: install system-deps lint
+	$(BIN)/python -m pytest -m "not slow" -q
+
+test-all: install system-deps lint
+	$(BIN)/python -m pytest -q
+
+bench: install system-deps
+	TORCHRL_LITE_SMOKE=0 $(BIN)/python -m pytest -m slow -q
+	cd benchmarks && TORCHRL_LITE_SMOKE=0 ../$(BIN)/python run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

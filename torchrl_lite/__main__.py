@@ -1,0 +1,3 @@
+from torchrl_lite.cli import main
+
+raise SystemExit(main())
