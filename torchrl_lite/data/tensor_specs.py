@@ -1,14 +1,11 @@
 """Tensor specs: what shape, dtype, device and range a tensor (or a TensorDict) may take.
 
-Every spec answers the same questions: ``is_in(value)``, ``rand()``, ``zero()``,
-``project(value)`` (bring a value back into the spec), ``encode(value)`` (numpy or
-Python to a tensor of the spec) and ``assert_is_in(value)`` (raise a message that names
-the spec and the value). ``expand(*batch)`` prepends batch dims; ``Composite`` nests
-specs under string or tuple keys.
-
-``is_in`` accepts values with extra dims, as rollouts produce them: a spec of shape
-``[4, 1]`` accepts ``[20, 4, 1]`` (leading dims) and ``[4, 20, 1]`` (a time dim after
-the batch dims), with per-element bounds checked against the matching element.
+Every spec answers ``is_in(value)``, ``rand()``, ``zero()``, ``project(value)`` (bring a
+value back into the spec), ``encode(value)`` (numpy or Python to a tensor of the spec) and
+``assert_is_in(value)`` (raise a message naming the spec and the value). ``expand(*batch)``
+prepends batch dims; ``Composite`` nests specs under string or tuple keys. ``is_in`` takes
+values with extra dims, as rollouts make them: leading (``[20, 4, 1]`` for a spec of shape
+``[4, 1]``) or after the batch dims (``[4, 20, 1]``), bounds checked per element.
 
 Example:
     >>> spec = Bounded(low=-1.0, high=1.0, shape=(2,))
@@ -16,8 +13,6 @@ Example:
     True
     >>> spec.expand(4, 2).rand().shape
     torch.Size([4, 2])
-    >>> spec.expand(4, 2).is_in(torch.zeros(4, 20, 2))
-    True
 """
 
 from __future__ import annotations
@@ -27,6 +22,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
+from torch.nn.functional import one_hot as _one_hot
 
 from torchrl_lite._utils import missing_key_message as _missing_key_message
 
@@ -62,18 +58,15 @@ def _size(shape: ShapeLike | None) -> torch.Size:
     return torch.Size([int(s) for s in shape])
 
 
-def _expand_shape(args: tuple) -> torch.Size:
-    if len(args) == 1 and not isinstance(args[0], int):
-        return _size(args[0])
-    return _size(args)
-
-
-def _check_expand(name: str, old: torch.Size, new: torch.Size) -> None:
+def _expanded(name: str, old: torch.Size, args: tuple) -> torch.Size:
+    """The shape asked by ``expand(*args)``; it must end with ``old`` (batch dims go first)."""
+    new = _size(args[0]) if len(args) == 1 and not isinstance(args[0], int) else _size(args)
     if len(new) < len(old) or new[len(new) - len(old) :] != old:
         raise ValueError(
             f"Cannot expand {name} of shape {list(old)} to {list(new)}: the new shape must "
-            "end with the old one (expand only prepends batch dims)."
+            "end with the old one (expand prepends batch dims)."
         )
+    return new
 
 
 def _norm_dim(dim: int, ndim: int) -> int:
@@ -102,46 +95,37 @@ def _describe(value) -> str:
     return text + ")"
 
 
-def _short(t: torch.Tensor):
-    flat = t.flatten()
+def _short(v):
+    if not isinstance(v, torch.Tensor):
+        return v
+    flat = v.flatten()
     if flat.numel() and bool((flat == flat[0]).all()):
         return flat[0].item()
-    return flat.tolist() if flat.numel() <= 8 else f"tensor{list(t.shape)}"
-
-
-def _clamp(value: torch.Tensor, low, high, dtype: torch.dtype) -> torch.Tensor:
-    """Round (for integer specs) and clamp ``value`` into ``[low, high]``, as ``dtype``."""
-    if value.dtype.is_floating_point and not dtype.is_floating_point:
-        value = value.round()
-    work = torch.promote_types(value.dtype, dtype)
-    low, high = torch.as_tensor(low).to(work), torch.as_tensor(high).to(work)
-    return torch.clamp(value.to(work), low, high).to(dtype)
+    return flat.tolist() if flat.numel() <= 8 else f"tensor{list(v.shape)}"
 
 
 class TensorSpec:
     """Base class of leaf specs: ``shape``, ``dtype`` and ``device`` of one tensor.
 
     A subclass implements ``rand`` and, where values are restricted, ``_in_range`` and
-    ``project``; ``_params`` lists its constructor arguments besides shape, device and
-    dtype (tensors among them are per element, of the spec's shape).
+    ``project``; ``_params()`` returns its other constructor arguments (tensors among them
+    are per element, of the spec's shape, and follow ``expand``/``squeeze``).
     """
 
     def __init__(self, shape: ShapeLike, dtype: torch.dtype, device=None):
-        self.shape = _size(shape)
-        self.dtype = dtype
+        self.shape, self.dtype = _size(shape), dtype
         self.device = torch.device("cpu" if device is None else device)
 
-    # -- the contract of a subclass -------------------------------------------------
     def _in_range(self, value: torch.Tensor, split: int) -> bool:
         """True if the values of ``value`` (dtype and shape already checked) fit."""
         return True
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
-        """A random value, with ``shape`` prepended to the spec's shape."""
+        """A random value in the spec, with ``shape`` prepended to the spec's shape."""
         raise NotImplementedError(f"{type(self).__name__} does not define rand()")
 
     def project(self, value: torch.Tensor) -> torch.Tensor:
-        """Return the nearest value inside the spec (a no-op for values already in it)."""
+        """The nearest value inside the spec (a no-op for values already in it)."""
         return value
 
     def _params(self) -> dict:
@@ -151,11 +135,10 @@ class TensorSpec:
     def _shape_split(self, value_shape: torch.Size) -> int | None:
         """Where extra dims (e.g. time) sit in ``value_shape`` compared with ``self.shape``.
 
-        Returns ``i`` such that ``value_shape == shape[:i] + extra + shape[i:]``, or None.
-        ``i == 0`` is the common case of extra leading batch dims.
+        Returns ``i`` such that ``value_shape == shape[:i] + extra + shape[i:]``, or None;
+        ``i == 0`` is the common case of extra leading dims.
         """
-        shape = self.shape
-        extra = len(value_shape) - len(shape)
+        shape, extra = self.shape, len(value_shape) - len(self.shape)
         if extra < 0:
             return None
         if value_shape[extra:] == shape:
@@ -165,18 +148,14 @@ class TensorSpec:
                 return i
         return None
 
-    def _broadcast_param(self, param: torch.Tensor, value_shape: torch.Size, split: int):
-        """Reshape a per-element parameter (bounds) so it broadcasts against a value."""
-        if split == 0 or param.dim() == 0:
-            return param
-        extra = len(value_shape) - len(self.shape)
-        return param.reshape(*self.shape[:split], *([1] * extra), *self.shape[split:])
-
-    def _split_or_raise(self, value: torch.Tensor) -> int:
-        split = self._shape_split(value.shape)
+    def _broadcast_param(self, param: torch.Tensor, value: torch.Tensor, split: int | None):
+        """Reshape a per-element parameter (bounds) so it broadcasts against ``value``."""
         if split is None:
             raise ValueError(f"{_describe(value)} has a shape not compatible with {self}")
-        return split
+        if split == 0 or param.dim() == 0:
+            return param
+        extra = [1] * (value.dim() - len(self.shape))
+        return param.reshape(*self.shape[:split], *extra, *self.shape[split:])
 
     def is_in(self, value) -> bool:
         """True if ``value`` has this spec's dtype, a compatible shape and valid values."""
@@ -208,9 +187,9 @@ class TensorSpec:
         return torch.zeros(_size(shape) + self.shape, dtype=self.dtype, device=self.device)
 
     def encode(self, value) -> torch.Tensor:
-        """Turn a numpy array, Python number or tensor into a tensor of this spec.
+        """A numpy array, Python number or tensor as a tensor of this spec.
 
-        Extra leading dims are kept; dims of size 1 may differ; any other shape raises.
+        Extra leading dims are kept and dims of size 1 may differ; other shapes raise.
         """
         if isinstance(value, torch.Tensor):
             tensor = value.to(device=self.device, dtype=self.dtype)
@@ -232,10 +211,8 @@ class TensorSpec:
         return type(self)(**params, shape=shape, device=device, dtype=self.dtype)
 
     def expand(self, *shape) -> TensorSpec:
-        """Return the spec with leading batch dims: the new shape must end with the old."""
-        shape = _expand_shape(shape)
-        _check_expand(type(self).__name__, self.shape, shape)
-        return self._new(shape)
+        """The spec with leading batch dims: the new shape must end with the old one."""
+        return self._new(_expanded(type(self).__name__, self.shape, shape))
 
     def squeeze(self, dim: int | None = None) -> TensorSpec:
         if dim is None:
@@ -260,26 +237,15 @@ class TensorSpec:
             return False
         if (self.shape, self.dtype, self.device) != (other.shape, other.dtype, other.device):
             return False
-        theirs = other._params()
-        for k, v in self._params().items():
-            if isinstance(v, torch.Tensor):
-                if not torch.equal(v, theirs[k].to(v.device)):
-                    return False
-            elif v != theirs[k]:
-                return False
-        return True
+        pairs = zip(self._params().values(), other._params().values())
+        return all(torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b for a, b in pairs)
 
     __hash__ = None
 
     def __repr__(self) -> str:
-        params = self._params().items()
-        extra = "".join(
-            f", {k}={_short(v) if isinstance(v, torch.Tensor) else v}" for k, v in params
-        )
-        return (
-            f"{type(self).__name__}(shape={list(self.shape)}, dtype={self.dtype}{extra}, "
-            f"device={self.device})"
-        )
+        params = "".join(f", {k}={_short(v)}" for k, v in self._params().items())
+        name, shape = type(self).__name__, list(self.shape)
+        return f"{name}(shape={shape}, dtype={self.dtype}{params}, device={self.device})"
 
 
 class Unbounded(TensorSpec):
@@ -303,7 +269,29 @@ class Unbounded(TensorSpec):
         return torch.randint(low, 100, full, dtype=self.dtype, device=self.device)
 
 
-class Bounded(TensorSpec):
+class _Ranged(TensorSpec):
+    """Values in ``[self._lo, self._hi]`` (0-dim or per-element tensors)."""
+
+    _lo: torch.Tensor
+    _hi: torch.Tensor
+
+    def _in_range(self, value, split):
+        lo = self._broadcast_param(self._lo, value, split)
+        hi = self._broadcast_param(self._hi, value, split)
+        return bool(((value >= lo) & (value <= hi)).all())
+
+    def project(self, value):
+        """Clamp into the range (rounding first for integer specs)."""
+        split = self._shape_split(value.shape)
+        lo = self._broadcast_param(self._lo, value, split)
+        hi = self._broadcast_param(self._hi, value, split)
+        if value.dtype.is_floating_point and not self.dtype.is_floating_point:
+            value = value.round()
+        work = torch.promote_types(torch.promote_types(value.dtype, self.dtype), torch.uint8)
+        return torch.clamp(value.to(work), lo.to(work), hi.to(work)).to(self.dtype)
+
+
+class Bounded(_Ranged):
     """Values between ``low`` and ``high`` (inclusive), scalar or per element.
 
     Example:
@@ -313,10 +301,8 @@ class Bounded(TensorSpec):
     """
 
     def __init__(self, low, high, shape=None, device=None, dtype: torch.dtype = torch.float32):
-        low = torch.as_tensor(low, dtype=dtype)
-        high = torch.as_tensor(high, dtype=dtype)
-        if shape is None:
-            shape = torch.broadcast_shapes(low.shape, high.shape)
+        low, high = torch.as_tensor(low, dtype=dtype), torch.as_tensor(high, dtype=dtype)
+        shape = torch.broadcast_shapes(low.shape, high.shape) if shape is None else shape
         super().__init__(shape, dtype, device)
         try:
             self.low = low.to(self.device).expand(self.shape).clone()
@@ -328,35 +314,27 @@ class Bounded(TensorSpec):
             ) from err
         if (self.low > self.high).any():
             raise ValueError(f"Bounded: low must be <= high, got low={low}, high={high}")
-        if dtype.is_floating_point:
-            self._span = self.high - self.low
-        else:  # number of integers in [low, high]
-            self._span = self.high.double() - self.low.double() + 1
+        self._lo, self._hi = self.low, self.high
+        if dtype.is_floating_point:  # rand() draws from [-max/2, max/2] where bounds are wider
+            big = torch.finfo(dtype).max / 2
+            self._rand_low = self.low.clamp(-big, big)
+            self._span = self.high.clamp(-big, big) - self._rand_low
+        else:  # the number of integers in [low, high]
+            self._rand_low, self._span = self.low, self.high.double() - self.low.double() + 1
 
     def _params(self):
         return {"low": self.low, "high": self.high}
-
-    def _in_range(self, value, split):
-        low = self._broadcast_param(self.low, value.shape, split)
-        high = self._broadcast_param(self.high, value.shape, split)
-        return bool(((value >= low) & (value <= high)).all())
 
     def rand(self, shape=None):
         full = _size(shape) + self.shape
         if self.dtype.is_floating_point:
             u = torch.rand(full, dtype=self.dtype, device=self.device)
-            return u.mul_(self._span).add_(self.low)
+            return u.mul_(self._span).add_(self._rand_low)
         u = torch.rand(full, dtype=torch.float64, device=self.device)
         return u.mul_(self._span).floor_().to(self.dtype).add_(self.low)
 
-    def project(self, value):
-        split = self._split_or_raise(value)
-        low = self._broadcast_param(self.low, value.shape, split)
-        high = self._broadcast_param(self.high, value.shape, split)
-        return _clamp(value, low, high, self.dtype)
 
-
-class Categorical(TensorSpec):
+class Categorical(_Ranged):
     """Integer values in ``[0, n)``; the action of a discrete env (``shape=()`` by default).
 
     Example:
@@ -368,73 +346,21 @@ class Categorical(TensorSpec):
     def __init__(self, n: int, shape=(), device=None, dtype: torch.dtype = torch.int64):
         super().__init__(shape, dtype, device)
         self.n = int(n)
+        self._lo = torch.tensor(0, device=self.device)
+        self._hi = torch.tensor(self.n - 1, device=self.device)
 
     def _params(self):
         return {"n": self.n}
-
-    def _in_range(self, value, split):
-        if self.dtype == torch.bool:
-            return True
-        return bool(((value >= 0) & (value < self.n)).all())
 
     def rand(self, shape=None):
         full = _size(shape) + self.shape
         return torch.randint(0, self.n, full, device=self.device).to(self.dtype)
 
-    def project(self, value):
-        return _clamp(value, 0, self.n - 1, self.dtype)
-
     def to_one_hot(self, value: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.one_hot(value.long(), self.n)
+        return _one_hot(value.long(), self.n)
 
 
-def _one_hot(index, n: int, dtype, device) -> torch.Tensor:
-    index = torch.as_tensor(index).long()
-    if index.numel() and (index.min() < 0 or index.max() >= n):
-        raise ValueError(f"One-hot index out of range [0, {n}): {_describe(index)}")
-    return torch.nn.functional.one_hot(index, n).to(device=device, dtype=dtype)
-
-
-class OneHot(TensorSpec):
-    """One-hot vectors of length ``n`` (last dim); ``encode`` accepts an integer index.
-
-    Example:
-        >>> OneHot(3).encode(1)
-        tensor([0, 1, 0])
-    """
-
-    def __init__(self, n: int, shape=None, device=None, dtype: torch.dtype = torch.int64):
-        shape = _size(shape) if shape is not None else torch.Size([n])
-        if not shape or shape[-1] != n:
-            raise ValueError(f"OneHot: the last dim of shape {list(shape)} must be n={n}")
-        super().__init__(shape, dtype, device)
-        self.n = int(n)
-
-    def _params(self):
-        return {"n": self.n}
-
-    def _in_range(self, value, split):
-        return bool(((value == 0) | (value == 1)).all() & (value.sum(-1) == 1).all())
-
-    def rand(self, shape=None):
-        idx = torch.randint(0, self.n, (_size(shape) + self.shape)[:-1], device=self.device)
-        return torch.nn.functional.one_hot(idx, self.n).to(self.dtype)
-
-    def encode(self, value):
-        if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(np.asarray(value))
-        if value.shape[-1:] == torch.Size([self.n]) and value.dim() == len(self.shape):
-            return value.to(device=self.device, dtype=self.dtype)
-        return _one_hot(value, self.n, self.dtype, self.device)
-
-    def to_categorical(self, value: torch.Tensor) -> torch.Tensor:
-        return value.to(torch.float32).argmax(-1)
-
-    def project(self, value):
-        return torch.nn.functional.one_hot(self.to_categorical(value), self.n).to(self.dtype)
-
-
-class MultiCategorical(TensorSpec):
+class MultiCategorical(_Ranged):
     """Several categorical values, the i-th in ``[0, nvec[i])`` (the last dim of shape).
 
     Example:
@@ -444,32 +370,94 @@ class MultiCategorical(TensorSpec):
 
     def __init__(self, nvec, shape=None, device=None, dtype: torch.dtype = torch.int64):
         nvec = torch.as_tensor(nvec, dtype=torch.int64)
-        shape = _size(shape) if shape is not None else nvec.shape
-        super().__init__(shape, dtype, device)
+        super().__init__(nvec.shape if shape is None else shape, dtype, device)
         try:
             self.nvec = nvec.to(self.device).expand(self.shape).clone()
         except RuntimeError as err:
-            raise ValueError(
-                f"MultiCategorical: nvec {list(nvec.shape)} does not fit {list(shape)}"
-            ) from err
+            raise ValueError(f"MultiCategorical: nvec {nvec} does not fit {self.shape}") from err
+        self._lo, self._hi = torch.tensor(0, device=self.device), self.nvec - 1
 
     def _params(self):
         return {"nvec": self.nvec}
-
-    def _in_range(self, value, split):
-        nvec = self._broadcast_param(self.nvec, value.shape, split)
-        return bool(((value >= 0) & (value < nvec)).all())
 
     def rand(self, shape=None):
         u = torch.rand(_size(shape) + self.shape, dtype=torch.float64, device=self.device)
         return u.mul_(self.nvec).floor_().to(self.dtype)
 
+
+def _argmax(value: torch.Tensor) -> torch.Tensor:
+    return (value.to(torch.uint8) if value.dtype == torch.bool else value).argmax(-1)
+
+
+class _OneHots(TensorSpec):
+    """Concatenated one-hot vectors of sizes ``self.nvec`` (the last dim is their sum)."""
+
+    def __init__(self, nvec, shape, device, dtype):
+        self.nvec = [int(k) for k in nvec]
+        shape = torch.Size([sum(self.nvec)]) if shape is None else _size(shape)
+        if not shape or shape[-1] != sum(self.nvec):
+            name = type(self).__name__
+            raise ValueError(f"{name}: the last dim of {list(shape)} must be {sum(self.nvec)}")
+        super().__init__(shape, dtype, device)
+
+    def _indices(self, value: torch.Tensor) -> list:
+        """Split category indices into one tensor per one-hot chunk."""
+        raise NotImplementedError
+
+    def _from_indices(self, indices) -> torch.Tensor:
+        try:
+            chunks = [_one_hot(i.to(self.device).long(), n) for i, n in zip(indices, self.nvec)]
+        except RuntimeError as err:
+            raise ValueError(f"Indices out of range for {self}: {err}") from err
+        return (chunks[0] if len(chunks) == 1 else torch.cat(chunks, -1)).to(self.dtype)
+
+    def _in_range(self, value, split):
+        ok = ((value == 0) | (value == 1)).all()
+        for chunk in value.split(self.nvec, -1):
+            ok &= (chunk.sum(-1) == 1).all()
+        return bool(ok)
+
+    def rand(self, shape=None):
+        batch = (_size(shape) + self.shape)[:-1]
+        return self._from_indices(
+            [torch.randint(0, n, batch, device=self.device) for n in self.nvec]
+        )
+
+    def encode(self, value):
+        """A one-hot value as is, or category indices turned into one-hot vectors."""
+        value = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+        if value.shape[-1:] == self.shape[-1:] and value.dim() >= len(self.shape):
+            return value.to(device=self.device, dtype=self.dtype)
+        return self._from_indices(self._indices(value))
+
     def project(self, value):
-        nvec = self._broadcast_param(self.nvec, value.shape, self._split_or_raise(value))
-        return _clamp(value, 0, nvec - 1, self.dtype)
+        """The one-hot vector of each chunk's largest entry."""
+        return self._from_indices(self._indices(self.to_categorical(value)))
 
 
-class MultiOneHot(TensorSpec):
+class OneHot(_OneHots):
+    """One-hot vectors of length ``n`` (last dim); ``encode`` accepts an integer index.
+
+    Example:
+        >>> OneHot(3).encode(1)
+        tensor([0, 1, 0])
+    """
+
+    def __init__(self, n: int, shape=None, device=None, dtype: torch.dtype = torch.int64):
+        super().__init__([n], shape, device, dtype)
+        self.n = int(n)
+
+    def _params(self):
+        return {"n": self.n}
+
+    def _indices(self, value):
+        return [value]
+
+    def to_categorical(self, value: torch.Tensor) -> torch.Tensor:
+        return _argmax(value)
+
+
+class MultiOneHot(_OneHots):
     """Concatenated one-hot vectors of sizes ``nvec`` (last dim ``sum(nvec)``).
 
     Example:
@@ -478,51 +466,21 @@ class MultiOneHot(TensorSpec):
     """
 
     def __init__(self, nvec: Sequence[int], shape=None, device=None, dtype=torch.int64):
-        self.nvec = [int(n) for n in nvec]
-        shape = _size(shape) if shape is not None else torch.Size([sum(self.nvec)])
-        if not shape or shape[-1] != sum(self.nvec):
-            raise ValueError(
-                f"MultiOneHot: last dim of {list(shape)} must be sum(nvec)={sum(self.nvec)}"
-            )
-        super().__init__(shape, dtype, device)
+        super().__init__(nvec, shape, device, dtype)
 
     def _params(self):
         return {"nvec": self.nvec}
 
-    def _in_range(self, value, split):
-        if not ((value == 0) | (value == 1)).all():
-            return False
-        return all(bool((chunk.sum(-1) == 1).all()) for chunk in value.split(self.nvec, -1))
-
-    def rand(self, shape=None):
-        batch = (_size(shape) + self.shape)[:-1]
-        chunks = [
-            torch.nn.functional.one_hot(torch.randint(0, n, batch, device=self.device), n)
-            for n in self.nvec
-        ]
-        return torch.cat(chunks, -1).to(self.dtype)
-
-    def encode(self, value):
-        if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(np.asarray(value))
-        if value.shape[-1:] == torch.Size([sum(self.nvec)]):
-            return value.to(device=self.device, dtype=self.dtype)
+    def _indices(self, value):
         if value.shape[-1:] != torch.Size([len(self.nvec)]):
             raise ValueError(f"Cannot encode {_describe(value)} as {self}")
-        chunks = [
-            _one_hot(value[..., i], n, self.dtype, self.device) for i, n in enumerate(self.nvec)
-        ]
-        return torch.cat(chunks, -1)
+        return value.unbind(-1)
 
-    def to_categorical(self, value):
-        chunks = value.to(torch.float32).split(self.nvec, -1)
-        return torch.stack([c.argmax(-1) for c in chunks], -1)
-
-    def project(self, value):
-        return self.encode(self.to_categorical(value))
+    def to_categorical(self, value: torch.Tensor) -> torch.Tensor:
+        return torch.stack([_argmax(c) for c in value.split(self.nvec, -1)], -1)
 
 
-class Binary(TensorSpec):
+class Binary(_Ranged):
     """Vectors of ``n`` zeros and ones (``MultiBinary`` spaces).
 
     Example:
@@ -531,30 +489,22 @@ class Binary(TensorSpec):
     """
 
     def __init__(self, n: int | None = None, shape=None, device=None, dtype=torch.int8):
-        if shape is None:
-            if n is None:
-                raise ValueError("Binary needs n or shape")
-            shape = (n,)
-        shape = _size(shape)
-        n = shape[-1] if (n is None and shape) else n
+        shape = _size((n,) if shape is None and n is not None else shape)
+        n = shape[-1] if n is None and shape else n
         if not shape or shape[-1] != n:
-            raise ValueError(f"Binary: last dim of {list(shape)} must be n={n}")
+            raise ValueError(f"Binary: needs n or a shape whose last dim is n, got {n}, {shape}")
         super().__init__(shape, dtype, device)
         self.n = int(n)
+        self._lo, self._hi = (
+            torch.tensor(0, device=self.device),
+            torch.tensor(1, device=self.device),
+        )
 
     def _params(self):
         return {"n": self.n}
 
-    def _in_range(self, value, split):
-        return bool(((value == 0) | (value == 1)).all())
-
     def rand(self, shape=None):
         return torch.randint(0, 2, _size(shape) + self.shape, device=self.device).to(self.dtype)
-
-    def project(self, value):
-        if value.dtype.is_floating_point:
-            return (value > 0.5).to(self.dtype)
-        return value.clamp(0, 1).to(self.dtype)
 
 
 class Composite:
@@ -600,26 +550,22 @@ class Composite:
         if not parts or not all(isinstance(p, str) for p in parts):
             raise TypeError(f"Composite keys are strings or tuples of strings, got {key!r}")
         node = self
-        for part in parts[:-1]:
-            child = node._specs.get(part)
-            if child is None:
-                child = node._specs[part] = Composite(shape=node.shape, device=node.device)
-            elif not isinstance(child, Composite):
+        for part in parts[:-1]:  # nested keys create the Composites on their path
+            if node._specs.get(part) is None:
+                node._specs[part] = Composite(shape=node.shape, device=node.device)
+            node = node._specs[part]
+            if not isinstance(node, Composite):
                 raise KeyError(f"Cannot set {key!r}: {part!r} holds a leaf spec, not a Composite")
-            node = child
-        node._set_entry(parts[-1], spec)
-
-    def _set_entry(self, key: str, spec) -> None:
         if isinstance(spec, dict):
-            spec = Composite(spec, shape=self.shape, device=self.device)
+            spec = Composite(spec, shape=node.shape, device=node.device)
         if spec is not None and not isinstance(spec, (TensorSpec, Composite)):
             raise TypeError(f"Composite entry {key!r} must be a spec, got {type(spec).__name__}")
-        if spec is not None and spec.shape[: len(self.shape)] != self.shape:
+        if spec is not None and spec.shape[: len(node.shape)] != node.shape:
             raise ValueError(
                 f"Spec for {key!r} has shape {list(spec.shape)}, which does not start with "
-                f"the Composite's batch shape {list(self.shape)}: {spec}"
+                f"the Composite's batch shape {list(node.shape)}: {spec}"
             )
-        self._specs[key] = spec
+        node._specs[parts[-1]] = spec
 
     def set(self, key, spec) -> Composite:
         """Set ``spec`` under ``key`` (nested Composites are created) and return self."""
@@ -634,7 +580,7 @@ class Composite:
         del parent._specs[parts[-1]]
 
     def pop(self, key, default=...):
-        if self._lookup(key) is ... and default is not ...:
+        if default is not ... and key not in self:
             return default
         value = self[key]
         del self[key]
@@ -670,7 +616,7 @@ class Composite:
         return [self[k] for k in self.keys(include_nested, leaves_only)]
 
     def _leaves(self, prefix: tuple = ()) -> Iterator[tuple]:
-        """``(key, spec)`` for every leaf spec (not None), nested keys as tuples."""
+        """``(key, spec)`` for every leaf spec that is not None, nested keys as tuples."""
         for key, spec in self._specs.items():
             if isinstance(spec, Composite):
                 yield from spec._leaves((*prefix, key))
@@ -705,7 +651,7 @@ class Composite:
         return TensorDict(data, batch_size=shape + self.shape, device=self.device)
 
     def is_in(self, td: TensorDictBase) -> bool:
-        """True if every leaf spec has its value in ``td`` and the value is in it."""
+        """True if ``td`` has a value in every leaf spec."""
         for key, spec in self._leaves():
             value = td.get(key, None)
             if value is None or not spec.is_in(value):
@@ -739,17 +685,14 @@ class Composite:
 
     def expand(self, *shape) -> Composite:
         """Prepend batch dims to the Composite and to every entry."""
-        shape = _expand_shape(shape)
-        _check_expand("Composite", self.shape, shape)
-        n = len(self.shape)
+        shape, n = _expanded("Composite", self.shape, shape), len(self.shape)
         return self._map(lambda s: s.expand(*shape, *s.shape[n:]), shape)
 
     def squeeze(self, dim: int | None = None) -> Composite:
         if dim is None:
             out = self.clone()
             for d in reversed(range(len(self.shape))):
-                if self.shape[d] == 1:
-                    out = out.squeeze(d)
+                out = out.squeeze(d)
             return out
         dim = _norm_dim(dim, len(self.shape))
         if self.shape[dim] != 1:
@@ -779,9 +722,9 @@ class Composite:
 
     def __repr__(self) -> str:
         inner = "".join(
-            f"    {k}: " + repr(v).replace("\n", "\n    ") + ",\n" for k, v in self._specs.items()
+            f"\n    {k}: " + f"{v!r},".replace("\n", "\n    ") for k, v in self._specs.items()
         )
-        return f"Composite(\n{inner}    shape={list(self.shape)})"
+        return f"Composite({inner}\n    shape={list(self.shape)})"
 
 
 def _as_tuple(key) -> tuple:

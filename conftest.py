@@ -1,4 +1,5 @@
-"""Shared test set-up: headless rendering, one torch thread, optional-dependency skips."""
+"""Shared test set-up (tests and doctests): headless rendering, one torch thread,
+optional-dependency skips, names every doctest may use."""
 
 import importlib.util
 import os
@@ -33,3 +34,12 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _doctest_names(doctest_namespace):
+    from tensordict import TensorDict
+
+    doctest_namespace.update(torch=torch, nn=torch.nn, TensorDict=TensorDict)
+
+collect_ignore = ["torchrl_lite/__main__.py", "benchmarks"]
