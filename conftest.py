@@ -20,7 +20,9 @@ _OPTIONAL = {"dm_control": "dm_control", "ray": "ray"}
 def pytest_collection_modifyitems(config, items):
     for marker, module in _OPTIONAL.items():
         if importlib.util.find_spec(module) is None:
-            skip = pytest.mark.skip(reason=f"{module} is not installed (pip install 'torchrl-lite[{marker}]')")
+            skip = pytest.mark.skip(
+                reason=f"{module} is not installed (pip install 'torchrl-lite[{marker}]')"
+            )
             for item in items:
                 if marker in item.keywords:
                     item.add_marker(skip)
@@ -41,5 +43,6 @@ def _doctest_names(doctest_namespace):
     from tensordict import TensorDict
 
     doctest_namespace.update(torch=torch, nn=torch.nn, TensorDict=TensorDict)
+
 
 collect_ignore = ["torchrl_lite/__main__.py", "benchmarks"]

@@ -53,12 +53,21 @@ def per_step_rows() -> list[list]:
         env = GymEnv(env_id)
         raw = timeit(lambda env_id=env_id: raw_loop(env_id, STEPS))
         lib = timeit(lambda env=env: lib_rollout(env, STEPS))
-        rows.append([f"GymEnv({env_id!r}).rollout", raw / STEPS * 1e6, lib / STEPS * 1e6, lib / raw])
+        rows.append(
+            [f"GymEnv({env_id!r}).rollout", raw / STEPS * 1e6, lib / STEPS * 1e6, lib / raw]
+        )
     n = 8
     env = GymEnv("CartPole-v1", num_envs=n)
     raw = timeit(lambda: raw_vector_loop("CartPole-v1", n, STEPS * n))
     lib = timeit(lambda: lib_rollout(env, STEPS))
-    rows.append([f"GymEnv('CartPole-v1', num_envs={n}) per frame", raw / (STEPS * n) * 1e6, lib / (STEPS * n) * 1e6, lib / raw])
+    rows.append(
+        [
+            f"GymEnv('CartPole-v1', num_envs={n}) per frame",
+            raw / (STEPS * n) * 1e6,
+            lib / (STEPS * n) * 1e6,
+            lib / raw,
+        ]
+    )
     return rows
 
 
@@ -66,7 +75,11 @@ def import_time(code: str, repeats: int = 5) -> float:
     best = float("inf")
     for _ in range(repeats):
         out = subprocess.run(
-            [sys.executable, "-c", f"import time; t=time.perf_counter(); {code}; print(time.perf_counter()-t)"],
+            [
+                sys.executable,
+                "-c",
+                f"import time; t=time.perf_counter(); {code}; print(time.perf_counter()-t)",
+            ],
             capture_output=True,
             text=True,
             check=True,

@@ -21,3 +21,5 @@ def __getattr__(name):
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+from torchrl_lite.envs.batched_envs import ParallelEnv, SerialEnv  # noqa: E402
+__all__ += ["ParallelEnv", "SerialEnv"]

@@ -168,7 +168,11 @@ class EnvBase:
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed the env and return the next unused seed (for the next env or worker)."""
         if isinstance(seed, bool) or not isinstance(seed, int):
-            if isinstance(seed, torch.Tensor) and seed.numel() == 1 and not seed.dtype.is_floating_point:
+            if (
+                isinstance(seed, torch.Tensor)
+                and seed.numel() == 1
+                and not seed.dtype.is_floating_point
+            ):
                 seed = int(seed)
             else:
                 raise TypeError(f"set_seed expects an int, got {seed!r} ({type(seed).__name__})")
@@ -188,7 +192,11 @@ class EnvBase:
         """
         self._check_open("reset")
         if kwargs:
-            tensordict = TensorDict(kwargs, batch_size=self.batch_size) if tensordict is None else tensordict.update(kwargs)
+            tensordict = (
+                TensorDict(kwargs, batch_size=self.batch_size)
+                if tensordict is None
+                else tensordict.update(kwargs)
+            )
         reset_mask = tensordict.get(K.RESET, None) if tensordict is not None else None
         out = self._reset(tensordict)
         self._fill_done(out)
@@ -221,14 +229,21 @@ class EnvBase:
         for key, spec in self.full_action_spec.items(True, True):
             value = tensordict.get(key, None)
             if value is None:
-                raise KeyError(f"step() needs {key!r} in its input. " + missing_key_message(key, tensordict.keys(True, True)))
+                raise KeyError(
+                    f"step() needs {key!r} in its input. "
+                    + missing_key_message(key, tensordict.keys(True, True))
+                )
             if self.batch_locked and spec.shape[: len(self.batch_size)] == self.batch_size:
                 if value.shape != spec.shape:
-                    raise ValueError(f"Action {key!r} has shape {list(value.shape)}, expected {list(spec.shape)} from {spec}.")
+                    raise ValueError(
+                        f"Action {key!r} has shape {list(value.shape)}, expected {list(spec.shape)} from {spec}."
+                    )
             spec.assert_is_in(value, key=key)
         self._checked_action = self.spec_check == "first"
 
-    def step_and_maybe_reset(self, tensordict: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+    def step_and_maybe_reset(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
         """Step, then return ``(tensordict_with_next, root_for_next_step)``.
 
         The root for the next step is ``step_mdp`` of the result, with the sub-envs that
@@ -249,8 +264,15 @@ class EnvBase:
             tensordict = TensorDict(batch_size=self.batch_size, device=self.device)
         cache = self.__dict__.get("_action_items")
         if cache is None or cache[0] is not self.full_action_spec:
-            cache = self._action_items = (self.full_action_spec, self.full_action_spec.items(True, True))
-        extra = None if self.batch_locked else tensordict.batch_size[: tensordict.ndim - len(self.batch_size)]
+            cache = self._action_items = (
+                self.full_action_spec,
+                self.full_action_spec.items(True, True),
+            )
+        extra = (
+            None
+            if self.batch_locked
+            else tensordict.batch_size[: tensordict.ndim - len(self.batch_size)]
+        )
         for key, spec in cache[1]:
             tensordict.set(key, spec.rand(extra))
         return tensordict
@@ -258,8 +280,14 @@ class EnvBase:
     def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """One step with a random action."""
         if tensordict is None:
-            needs_state = not self._requires_reset or not self._is_reset  # stateless envs read their state from the reset output
-            tensordict = self.reset() if needs_state else TensorDict(batch_size=self.batch_size, device=self.device)
+            needs_state = (
+                not self._requires_reset or not self._is_reset
+            )  # stateless envs read their state from the reset output
+            tensordict = (
+                self.reset()
+                if needs_state
+                else TensorDict(batch_size=self.batch_size, device=self.device)
+            )
         return self.step(self.rand_action(tensordict))
 
     def fake_tensordict(self) -> TensorDictBase:
@@ -377,7 +405,9 @@ class _RolloutRecorder:
             self.getters = [_leaf_getter(key) for key in self.keys]
             for key in self.keys:
                 leaf = td.get(key)
-                self.buffers.append(torch.empty((self.max_steps, *leaf.shape), dtype=leaf.dtype, device=leaf.device))
+                self.buffers.append(
+                    torch.empty((self.max_steps, *leaf.shape), dtype=leaf.dtype, device=leaf.device)
+                )
         self.pending.append(td)
         if len(self.pending) == _ROLLOUT_CHUNK:
             self._flush()
@@ -387,7 +417,9 @@ class _RolloutRecorder:
         if n == 0:
             return
         for getter, buf in zip(self.getters, self.buffers):
-            torch.stack([getter(td) for td in self.pending], out=buf[self.written : self.written + n])
+            torch.stack(
+                [getter(td) for td in self.pending], out=buf[self.written : self.written + n]
+            )
         self.pending.clear()
         self.written += n
 
@@ -412,13 +444,17 @@ def _leaf_getter(key):
         for name in path:
             td = td._get_str(name, None)
             if td is None:
-                raise KeyError(f"Key {key!r} present at the first rollout step is missing at a later step.")
+                raise KeyError(
+                    f"Key {key!r} present at the first rollout step is missing at a later step."
+                )
         return td
 
     return get
 
 
-def _merge_partial(previous: TensorDictBase, reset_out: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
+def _merge_partial(
+    previous: TensorDictBase, reset_out: TensorDictBase, mask: torch.Tensor
+) -> TensorDictBase:
     """Entries of ``reset_out`` where ``mask`` is set, of ``previous`` elsewhere."""
     out = previous.exclude(K.RESET, K.NEXT)
     mask = mask.reshape(*reset_out.batch_size)
@@ -431,4 +467,3 @@ def _merge_partial(previous: TensorDictBase, reset_out: TensorDictBase, mask: to
         m = mask.reshape(*mask.shape, *([1] * (new.dim() - mask.dim())))
         out.set(key, torch.where(m, new, old))
     return out
-

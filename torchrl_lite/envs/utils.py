@@ -43,15 +43,23 @@ def step_mdp(
     if exclude_reward and not exclude_done and reward_keys == K.REWARD:
         drop_next = _DEFAULT_DROP_NEXT  # the common case, without building sets
     else:
-        drop_next = (_as_set(reward_keys) if exclude_reward else set()) | (_as_set(done_keys) if exclude_done else set())
+        drop_next = (_as_set(reward_keys) if exclude_reward else set()) | (
+            _as_set(done_keys) if exclude_done else set()
+        )
     # nested TensorDicts are copied (shallow) so that writing into the new root never
     # changes the recorded step
-    entries = {k: (v.copy() if isinstance(v, TensorDictBase) else v) for k, v in nxt.items() if k not in drop_next}
+    entries = {
+        k: (v.copy() if isinstance(v, TensorDictBase) else v)
+        for k, v in nxt.items()
+        if k not in drop_next
+    }
     if keep_other:
         if exclude_action and action_keys == K.ACTION and drop_next is _DEFAULT_DROP_NEXT:
             drop_root = _DEFAULT_DROP_ROOT
         else:
-            drop_root = {K.NEXT, K.RESET} | (_as_set(action_keys) if exclude_action else set()) | drop_next
+            drop_root = (
+                {K.NEXT, K.RESET} | (_as_set(action_keys) if exclude_action else set()) | drop_next
+            )
         for key, value in tensordict.items():
             if key not in entries and key not in drop_root:
                 entries[key] = value.copy() if isinstance(value, TensorDictBase) else value
@@ -68,7 +76,9 @@ _DEFAULT_DROP_NEXT = frozenset({K.REWARD})
 _DEFAULT_DROP_ROOT = frozenset({K.NEXT, K.RESET, K.ACTION, K.REWARD})
 
 
-def check_env_specs(env, return_contiguous: bool = True, seed: int | None = None, max_steps: int = 3) -> None:
+def check_env_specs(
+    env, return_contiguous: bool = True, seed: int | None = None, max_steps: int = 3
+) -> None:
     """Run a short random rollout and check every entry against the env's specs.
 
     Raises ``ValueError`` naming the first key whose presence, shape, dtype or values do
@@ -83,9 +93,16 @@ def check_env_specs(env, return_contiguous: bool = True, seed: int | None = None
     rollout = env.rollout(max_steps, return_contiguous=return_contiguous, break_when_any_done=False)
     expected_batch = (*env.batch_size, rollout.batch_size[-1])
     if tuple(rollout.batch_size) != tuple(expected_batch):
-        raise ValueError(f"Rollout batch size {list(rollout.batch_size)} does not match env batch {list(env.batch_size)} + [T]")
+        raise ValueError(
+            f"Rollout batch size {list(rollout.batch_size)} does not match env batch {list(env.batch_size)} + [T]"
+        )
     root_specs = {}
-    for spec in (env.full_observation_spec, env.full_state_spec, env.full_done_spec, env.full_action_spec):
+    for spec in (
+        env.full_observation_spec,
+        env.full_state_spec,
+        env.full_done_spec,
+        env.full_action_spec,
+    ):
         root_specs.update(spec.items(True, True))
     next_specs = {}
     for spec in (env.full_observation_spec, env.full_reward_spec, env.full_done_spec):
@@ -96,16 +113,22 @@ def check_env_specs(env, return_contiguous: bool = True, seed: int | None = None
     missing = [k for k in expected if _norm(k) not in {_norm(g) for g in got}]
     extra = [k for k in got if _norm(k) not in {_norm(e) for e in expected}]
     if missing:
-        raise ValueError(f"check_env_specs: keys declared in the specs are missing from the rollout: {missing}. Rollout keys: {sorted(map(str, got))}")
+        raise ValueError(
+            f"check_env_specs: keys declared in the specs are missing from the rollout: {missing}. Rollout keys: {sorted(map(str, got))}"
+        )
     if extra:
-        raise ValueError(f"check_env_specs: the rollout has keys no spec declares: {extra}. Declared: {sorted(map(str, expected))}")
+        raise ValueError(
+            f"check_env_specs: the rollout has keys no spec declares: {extra}. Declared: {sorted(map(str, expected))}"
+        )
     for key, spec in expected.items():
         if spec is None:
             continue
         spec.assert_is_in(rollout.get(key), key=key)
     fake_keys = {_norm(k) for k in env.fake_tensordict().keys(True, True)}
     if fake_keys != {_norm(k) for k in expected}:
-        raise ValueError(f"check_env_specs: fake_tensordict keys {sorted(map(str, fake_keys))} differ from the spec keys")
+        raise ValueError(
+            f"check_env_specs: fake_tensordict keys {sorted(map(str, fake_keys))} differ from the spec keys"
+        )
 
 
 def _tuple(key) -> tuple:

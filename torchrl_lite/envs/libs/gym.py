@@ -46,7 +46,9 @@ def space_to_spec(space, categorical_action_encoding: bool = False, device=None)
     if isinstance(space, spaces.Box):
         dtype = _torch_dtype(space.dtype)
         low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
-        if dtype.is_floating_point and not (torch.isfinite(low).all() and torch.isfinite(high).all()):
+        if dtype.is_floating_point and not (
+            torch.isfinite(low).all() and torch.isfinite(high).all()
+        ):
             return Unbounded(space.shape, device=device, dtype=dtype)
         return Bounded(low.to(dtype), high.to(dtype), space.shape, device=device, dtype=dtype)
     if isinstance(space, spaces.Discrete):
@@ -60,9 +62,19 @@ def space_to_spec(space, categorical_action_encoding: bool = False, device=None)
     if isinstance(space, spaces.MultiBinary):
         return Binary(shape=space.shape, device=device)
     if isinstance(space, spaces.Dict):
-        return Composite({k: space_to_spec(s, categorical_action_encoding, device) for k, s in space.spaces.items()})
+        return Composite(
+            {
+                k: space_to_spec(s, categorical_action_encoding, device)
+                for k, s in space.spaces.items()
+            }
+        )
     if isinstance(space, spaces.Tuple):
-        return Composite({str(i): space_to_spec(s, categorical_action_encoding, device) for i, s in enumerate(space.spaces)})
+        return Composite(
+            {
+                str(i): space_to_spec(s, categorical_action_encoding, device)
+                for i, s in enumerate(space.spaces)
+            }
+        )
     raise TypeError(f"Gymnasium space {space!r} is not supported")
 
 
@@ -114,7 +126,10 @@ class _CompositeConverter:
 
     def __init__(self, space, spec: Composite, batched: bool, batch_size):
         self.batch_size = batch_size
-        self.entries = {key: _converter(_pick(space, key), sub, batched, batch_size) for key, sub in spec.items()}
+        self.entries = {
+            key: _converter(_pick(space, key), sub, batched, batch_size)
+            for key, sub in spec.items()
+        }
 
     def to_tensor(self, value) -> TensorDict:
         data = {key: conv.to_tensor(_pick(value, key)) for key, conv in self.entries.items()}
@@ -158,7 +173,9 @@ class GymWrapper(EnvBase):
     ):
         gym = _gym()
         if not isinstance(env, (gym.Env, gym.vector.VectorEnv)):
-            raise TypeError(f"GymWrapper expects a gymnasium Env or VectorEnv, got {type(env).__name__}")
+            raise TypeError(
+                f"GymWrapper expects a gymnasium Env or VectorEnv, got {type(env).__name__}"
+            )
         if not isinstance(frame_skip, int) or frame_skip < 1:
             raise ValueError(f"frame_skip must be an int >= 1, got {frame_skip!r}")
         self._env = env
@@ -197,14 +214,20 @@ class GymWrapper(EnvBase):
             if isinstance(obs_spec, Composite):
                 for key, spec in obs_spec.items():
                     observation[key] = spec
-                    self._obs_keys[key] = _converter(_pick(obs_space, key), spec, self.vectorized, self.batch_size)
+                    self._obs_keys[key] = _converter(
+                        _pick(obs_space, key), spec, self.vectorized, self.batch_size
+                    )
             else:
                 observation[K.OBSERVATION] = obs_spec
                 self._obs_keys[K.OBSERVATION] = _Converter(obs_space, obs_spec, self.vectorized)
-        self._single_obs = self._obs_keys.get(K.OBSERVATION) if list(self._obs_keys) == [K.OBSERVATION] else None
+        self._single_obs = (
+            self._obs_keys.get(K.OBSERVATION) if list(self._obs_keys) == [K.OBSERVATION] else None
+        )
         if self.from_pixels:
             frame = self._probe_render()
-            observation[K.PIXELS] = Bounded(0, 255, frame.shape[len(self.batch_size) :], device=self.device, dtype=torch.uint8)
+            observation[K.PIXELS] = Bounded(
+                0, 255, frame.shape[len(self.batch_size) :], device=self.device, dtype=torch.uint8
+            )
         self.observation_spec = observation
 
     def _probe_render(self) -> np.ndarray:
@@ -315,9 +338,18 @@ class GymEnv(GymWrapper):
         torch.Size([3])
     """
 
-    _wrapper_args = ("categorical_action_encoding", "from_pixels", "pixels_only", "frame_skip", "device", "spec_check")
+    _wrapper_args = (
+        "categorical_action_encoding",
+        "from_pixels",
+        "pixels_only",
+        "frame_skip",
+        "device",
+        "spec_check",
+    )
 
-    def __init__(self, env_name: str, num_envs: int = 0, vectorization_mode: str = "sync", **kwargs):
+    def __init__(
+        self, env_name: str, num_envs: int = 0, vectorization_mode: str = "sync", **kwargs
+    ):
         gym = _gym()
         wrapper_kwargs = {k: kwargs.pop(k) for k in self._wrapper_args if k in kwargs}
         if wrapper_kwargs.get("from_pixels"):
@@ -346,9 +378,10 @@ def _check_env_id(env_name) -> None:
     if "/" not in env_name and ":" not in env_name:
         close = difflib.get_close_matches(env_name, list(gym.registry.keys()), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise ValueError(f"Unknown gymnasium env id {env_name!r}.{hint} Registered ids are listed by gymnasium.pprint_registry().")
+        raise ValueError(
+            f"Unknown gymnasium env id {env_name!r}.{hint} Registered ids are listed by gymnasium.pprint_registry()."
+        )
     try:
         gym.spec(env_name)
     except gym.error.Error as err:
         raise ValueError(f"Unknown gymnasium env id {env_name!r}: {err}") from err
-

@@ -1,0 +1,658 @@
+"""Batched environments: ``SerialEnv`` (one process) and ``ParallelEnv`` (worker processes).
+
+Both run ``n`` copies of the env that ``create_env_fn`` builds and expose them as one env of
+batch size ``[n, *env.batch_size]`` whose specs are the single env's specs expanded to it.
+
+* ``SerialEnv`` steps its copies one after the other and stacks their results leaf by leaf.
+* ``ParallelEnv`` splits the copies into groups, one worker process per group; each worker
+  runs a plain ``SerialEnv`` over its group (see ``_batched_worker``). Actions and results
+  travel through shared-memory buffers allocated once; a one-byte command per worker on a
+  ``multiprocessing`` pipe says what to do ("step", "reset", "seed", "close").
+
+Seeds: ``set_seed(seed)`` gives copy ``i`` the seed ``seed + i * env.batch_size.numel()``,
+so ``SerialEnv``, ``ParallelEnv`` and the copies run on their own give the same rollouts.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import pickle
+import signal
+import time
+import weakref
+from typing import NamedTuple
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from torchrl_lite import _keys as K
+from torchrl_lite.data.tensor_specs import Composite
+from torchrl_lite.envs import _batched_worker as W
+from torchrl_lite.envs.common import EnvBase
+
+__all__ = ["SerialEnv", "ParallelEnv"]
+
+_SPEC_NAMES = (
+    "full_observation_spec",
+    "full_state_spec",
+    "full_action_spec",
+    "full_reward_spec",
+    "full_done_spec",
+)
+_POLL_S = 0.2  # how often a parent waiting on a worker checks that the worker is alive
+_JOIN_S = 3.0  # how long close() waits for workers to exit before terminating them
+
+
+class _EnvInfo(NamedTuple):
+    """What a batched env needs to know about one copy (picklable, sent by workers)."""
+
+    specs: dict
+    batch_size: torch.Size
+    device: torch.device
+    name: str
+
+
+def _env_info(env: EnvBase) -> _EnvInfo:
+    if not isinstance(env, EnvBase):
+        raise TypeError(
+            f"create_env_fn must return an EnvBase (e.g. GymEnv), got {type(env).__name__}"
+        )
+    specs = {name: getattr(env, name) for name in _SPEC_NAMES}
+    return _EnvInfo(specs, torch.Size(env.batch_size), torch.device(env.device), repr(env))
+
+
+# -- argument checks -----------------------------------------------------------------
+def _as_factories(cls_name: str, num_workers, create_env_fn, create_env_kwargs) -> list:
+    """Zero-argument factories, one per copy, after checking the constructor arguments."""
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int):
+        raise TypeError(f"{cls_name}: num_workers must be an int >= 1, got {num_workers!r}")
+    if num_workers < 1:
+        raise ValueError(
+            f"{cls_name}: num_workers must be >= 1, got {num_workers}. "
+            "Use the env itself for a single copy."
+        )
+    fns = list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else [create_env_fn]
+    if len(fns) not in (1, num_workers):
+        raise ValueError(
+            f"{cls_name}: create_env_fn is a list of {len(fns)} callables; expected one or "
+            f"num_workers={num_workers}."
+        )
+    for fn in fns:
+        if not callable(fn):
+            hint = (
+                " Pass a factory, e.g. `lambda: GymEnv(...)`, not a live env."
+                if isinstance(fn, EnvBase)
+                else ""
+            )
+            raise TypeError(
+                f"{cls_name}: create_env_fn must be a callable returning an env (or a list "
+                f"of them), got {fn!r} ({type(fn).__name__}).{hint}"
+            )
+    if create_env_kwargs is None:
+        kwargs = [{}]
+    elif isinstance(create_env_kwargs, dict):
+        kwargs = [create_env_kwargs]
+    elif isinstance(create_env_kwargs, (list, tuple)) and all(
+        isinstance(k, dict) for k in create_env_kwargs
+    ):
+        kwargs = list(create_env_kwargs)
+    else:
+        raise TypeError(
+            f"{cls_name}: create_env_kwargs must be a dict or a list of dicts, got "
+            f"{type(create_env_kwargs).__name__}"
+        )
+    if len(kwargs) not in (1, num_workers):
+        raise ValueError(
+            f"{cls_name}: create_env_kwargs is a list of {len(kwargs)} dicts; expected one or "
+            f"num_workers={num_workers}."
+        )
+    factories = []
+    for i in range(num_workers):
+        fn = fns[i if len(fns) > 1 else 0]
+        kw = kwargs[i if len(kwargs) > 1 else 0]
+        factories.append(functools.partial(fn, **kw) if kw else fn)
+    return factories
+
+
+def _check_same_specs(cls_name: str, infos: list[_EnvInfo], first_index: int = 0) -> None:
+    """Raise ValueError naming the first key whose spec differs between copies."""
+    ref = infos[0]
+    for j, info in enumerate(infos[1:], start=1):
+        if info.batch_size != ref.batch_size:
+            raise ValueError(
+                f"{cls_name}: env copy {first_index + j} has batch size {list(info.batch_size)}, "
+                f"copy {first_index} has {list(ref.batch_size)}; every copy must be the same."
+            )
+        for name in _SPEC_NAMES:
+            a, b = ref.specs[name], info.specs[name]
+            if a == b:
+                continue
+            keys = list(a.keys(True, True)) + [k for k in b.keys(True, True) if k not in a]
+            key = next((k for k in keys if a.get(k) != b.get(k)), None)
+            raise ValueError(
+                f"{cls_name}: env copies have different specs: {name} differs at key {key!r} "
+                f"(copy {first_index}: {a.get(key)!r}; copy {first_index + j}: "
+                f"{b.get(key)!r}). create_env_fn must build identical envs (only seeds may "
+                "differ); run envs with different specs separately."
+            )
+
+
+def _leaf_keys(*specs: Composite) -> list:
+    keys = []
+    for spec in specs:
+        keys.extend(k for k in spec.keys(True, True) if k not in keys)
+    return keys
+
+
+def _td_from_leaves(keys: list, values: list, batch_size, device) -> TensorDictBase:
+    """A TensorDict of the given leaves (keys may be nested tuples), built without checks."""
+    if not any(isinstance(k, tuple) for k in keys):
+        return TensorDict._new_unsafe(dict(zip(keys, values)), batch_size=batch_size, device=device)
+    tree: dict = {}
+    for key, value in zip(keys, values):
+        node = tree
+        key = key if isinstance(key, tuple) else (key,)
+        for part in key[:-1]:
+            node = node.setdefault(part, {})
+        node[key[-1]] = value
+    return _tree_to_td(tree, batch_size, device)
+
+
+def _tree_to_td(tree: dict, batch_size, device) -> TensorDictBase:
+    entries = {
+        k: _tree_to_td(v, batch_size, device) if isinstance(v, dict) else v for k, v in tree.items()
+    }
+    return TensorDict._new_unsafe(entries, batch_size=batch_size, device=device)
+
+
+# -- the shared part ------------------------------------------------------------------
+class _BatchedEnv(EnvBase):
+    """Argument checks, specs and key layout shared by ``SerialEnv`` and ``ParallelEnv``.
+
+    A subclass implements ``_start(factories) -> list[_EnvInfo]`` (build the copies),
+    ``_connect()`` (allocate buffers once the specs are known) and ``_shutdown()``, plus
+    the three ``EnvBase`` hooks.
+    """
+
+    def __init__(self, num_workers, create_env_fn, create_env_kwargs, device, spec_check):
+        cls_name = type(self).__name__
+        factories = _as_factories(cls_name, num_workers, create_env_fn, create_env_kwargs)
+        self.num_workers = num_workers
+        self.is_closed = False
+        try:
+            infos = self._start(factories)
+            _check_same_specs(cls_name, infos)
+            info = infos[0]
+            super().__init__(
+                device=device if device is not None else info.device,
+                batch_size=(num_workers, *info.batch_size),
+                spec_check=spec_check,
+            )
+            self._set_specs(info)
+            self._connect()
+        except BaseException:
+            self._shutdown()
+            raise
+
+    def _set_specs(self, info: _EnvInfo) -> None:
+        n = self.num_workers
+        self._env_batch = info.batch_size
+        self._env_device = info.device
+        self._env_name = info.name
+        for name in _SPEC_NAMES:
+            spec = info.specs[name]
+            setattr(self, name, spec.expand(n, *spec.shape).to(self.device))
+        self._single_specs = info.specs
+        obs, state = info.specs["full_observation_spec"], info.specs["full_state_spec"]
+        done = info.specs["full_done_spec"]
+        # what step reads, what step writes, what reset writes
+        self._input_keys = _leaf_keys(state, info.specs["full_action_spec"])
+        self._step_keys = _leaf_keys(obs, info.specs["full_reward_spec"], done)
+        self._reset_keys = _leaf_keys(obs, done, state)
+        self._state_keys = set(state.keys(True, True))
+
+    def _buffers(self, keys: list, specs: list, device) -> dict:
+        """Zero tensors ``[n, *env_batch, ...]`` for ``keys`` (looked up in ``specs``)."""
+        out = {}
+        for key in keys:
+            spec = next(s[key] for s in specs if key in s)
+            out[key] = spec.zero((self.num_workers,)).to(device)
+        return out
+
+    def _check_usable(self) -> None:
+        if self.is_closed:
+            reason = getattr(self, "_failure", None)
+            extra = f" It was shut down after a failure: {reason}" if reason else ""
+            raise RuntimeError(
+                f"{type(self).__name__} is closed; create a new one to keep going.{extra}"
+            )
+
+    def _export(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A copy of a buffer on ``self.device`` (never the buffer itself)."""
+        return tensor.to(self.device, copy=True)
+
+    def close(self) -> None:
+        """Close every copy (``ParallelEnv``: and join the worker processes)."""
+        if not self.is_closed:
+            self._shutdown()
+        super().close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_workers={self.num_workers}, env={self._env_name}, "
+            f"batch_size={list(self.batch_size)}, device={self.device})"
+        )
+
+
+class SerialEnv(_BatchedEnv):
+    """Run ``num_workers`` copies of an env one after the other, as one batched env.
+
+    Args:
+        num_workers: number of copies (>= 1).
+        create_env_fn: a zero-argument callable returning an env, or a list of
+            ``num_workers`` of them.
+        create_env_kwargs: keyword arguments for ``create_env_fn`` (a dict, or a list of
+            ``num_workers`` dicts).
+        device: where the outputs go (default: the copies' device).
+        spec_check: see ``EnvBase``.
+
+    Example:
+        >>> from torchrl_lite.envs import GymEnv, SerialEnv
+        >>> env = SerialEnv(2, lambda: GymEnv("CartPole-v1"))
+        >>> env.rollout(5, break_when_any_done=False).batch_size
+        torch.Size([2, 5])
+        >>> env.close()
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn,
+        create_env_kwargs=None,
+        device=None,
+        spec_check: str = "first",
+    ):
+        self._envs: list[EnvBase] = []
+        super().__init__(num_workers, create_env_fn, create_env_kwargs, device, spec_check)
+
+    @classmethod
+    def _from_envs(cls, envs: list[EnvBase]) -> SerialEnv:
+        """A SerialEnv over envs already built and checked (used by ParallelEnv workers)."""
+        return cls(len(envs), [functools.partial(_given, env) for env in envs])
+
+    def _start(self, factories: list) -> list[_EnvInfo]:
+        for factory in factories:
+            self._envs.append(factory())
+        return [_env_info(env) for env in self._envs]
+
+    def _connect(self) -> None:
+        # first observations of each copy; rows of copies not reset keep their last ones
+        self._reset_buf = self._buffers(
+            self._reset_keys, list(self._single_specs.values()), self._env_device
+        )
+
+    def _shutdown(self) -> None:
+        for env in self._envs:
+            if not env.is_closed:
+                env.close()
+
+    # -- the serial loop (also what each ParallelEnv worker runs) ----------------------
+    def _step_into(self, inputs: list[torch.Tensor], out: dict | None) -> dict:
+        """Step every copy with its row of ``inputs`` (leaves of ``_input_keys``, each
+        ``[n, *env_batch, ...]``); return ``{key: [n, *env_batch, ...]}`` of the results,
+        written into ``out`` when given."""
+        rows = [leaf.unbind(0) for leaf in inputs]
+        results = []
+        for i, env in enumerate(self._envs):
+            values = [row[i].to(env.device) for row in rows]
+            sub = _td_from_leaves(self._input_keys, values, env.batch_size, env.device)
+            results.append(env._step(sub))
+        return self._gather(results, None, self._step_keys, out)
+
+    def _reset_into(self, mask: torch.Tensor | None, out: dict) -> list[int]:
+        """Reset the copies selected by ``mask`` (``[n, *env_batch, 1]`` bool; None: all)
+        and write their first observations into their rows of ``out``; return their
+        indices."""
+        n = len(self._envs)
+        if mask is None:
+            chosen = list(range(n))
+        else:
+            chosen = [i for i, any_ in enumerate(mask.reshape(n, -1).any(-1).tolist()) if any_]
+        results = []
+        for i in chosen:
+            env = self._envs[i]
+            sub = None
+            if env.batch_size and mask is not None and not bool(mask[i].all()):
+                sub_mask = mask[i].to(env.device)
+                sub = TensorDict({K.RESET: sub_mask}, batch_size=env.batch_size, device=env.device)
+            results.append(env.reset(sub))
+        self._gather(results, None if len(chosen) == n else chosen, self._reset_keys, out)
+        return chosen
+
+    def _gather(self, results: list, rows: list | None, keys: list, out: dict | None) -> dict:
+        """Stack ``results`` leaf by leaf (into ``out`` when given; only ``rows`` of it)."""
+        gathered = {}
+        for key in keys:
+            values = [self._value(r, key, i) for i, r in enumerate(results)]
+            if out is None:
+                gathered[key] = torch.stack(values)
+                continue
+            target = out[key]
+            if rows is not None:
+                for i, value in zip(rows, values):
+                    target[i].copy_(value)
+            elif target.device == values[0].device:
+                torch.stack(values, out=target)
+            else:
+                target.copy_(torch.stack(values))
+            gathered[key] = target
+        return gathered
+
+    def _value(self, result: TensorDictBase, key, i: int) -> torch.Tensor:
+        value = result.get(key, None)
+        if value is not None:
+            return value
+        if key in self._state_keys:  # a state entry the env's reset leaves to its default
+            return self._single_specs["full_state_spec"][key].zero().to(self._env_device)
+        raise KeyError(
+            f"Env copy {i} ({self._env_name}) returned no {key!r}, which its specs declare. "
+            f"Returned keys: {list(result.keys(True, True))}."
+        )
+
+    # -- EnvBase hooks -----------------------------------------------------------------
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self._check_usable()
+        inputs = [tensordict.get(key) for key in self._input_keys]
+        out = self._step_into(inputs, None)
+        values = [out[key].to(self.device) for key in self._step_keys]
+        return _td_from_leaves(self._step_keys, values, self.batch_size, self.device)
+
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        self._check_usable()
+        mask = tensordict.get(K.RESET, None) if tensordict is not None else None
+        self._reset_into(mask, self._reset_buf)
+        values = [self._export(self._reset_buf[key]) for key in self._reset_keys]
+        return _td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
+
+    def _set_seed(self, seed: int) -> None:
+        self._check_usable()
+        for env in self._envs:
+            seed = env.set_seed(seed)
+
+
+def _given(env: EnvBase) -> EnvBase:
+    return env
+
+
+class ParallelEnv(_BatchedEnv):
+    """Run ``num_workers`` copies of an env in worker processes, as one batched env.
+
+    Each worker process runs a ``SerialEnv`` over its group of copies; actions and results
+    go through shared memory, and each call sends a one-byte command per worker. A worker
+    that raises makes the call raise a ``RuntimeError`` with the worker's traceback; a
+    worker that dies makes the next call raise. Either way the other workers are shut down.
+
+    Args:
+        num_workers: number of copies (>= 1).
+        create_env_fn: a zero-argument callable returning an env, or a list of
+            ``num_workers`` of them. It runs in the workers; with ``"spawn"`` it is sent
+            with cloudpickle, so lambdas work.
+        create_env_kwargs: keyword arguments for ``create_env_fn`` (a dict, or a list of
+            ``num_workers`` dicts).
+        device: where the outputs go (default: the copies' device).
+        num_sub_threads: torch threads in each worker.
+        mp_start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"``. Default: ``"fork"``
+            where the platform has it (Linux) and CUDA is not initialised in this process,
+            else ``"spawn"``. Pass ``"spawn"`` if ``create_env_fn`` is not fork-safe (it
+            uses state of this process that forking breaks, e.g. an OpenGL context).
+        spec_check: see ``EnvBase``.
+        num_processes: number of worker processes (default ``num_workers``: one copy per
+            process); copies are split into contiguous groups, one group per process.
+
+    Example:
+        >>> from torchrl_lite.envs import GymEnv, ParallelEnv
+        >>> env = ParallelEnv(2, lambda: GymEnv("CartPole-v1"))
+        >>> env.rollout(5, break_when_any_done=False).batch_size
+        torch.Size([2, 5])
+        >>> env.close()
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn,
+        create_env_kwargs=None,
+        device=None,
+        num_sub_threads: int = 1,
+        mp_start_method: str | None = None,
+        spec_check: str = "first",
+        num_processes: int | None = None,
+    ):
+        self._procs: list = []
+        self._conns: list = []
+        self._finalizer = None
+        if isinstance(num_sub_threads, bool) or not isinstance(num_sub_threads, int):
+            raise TypeError(f"ParallelEnv: num_sub_threads must be an int, got {num_sub_threads!r}")
+        if num_sub_threads < 1:
+            raise ValueError(f"ParallelEnv: num_sub_threads must be >= 1, got {num_sub_threads}")
+        if num_processes is not None and (
+            isinstance(num_processes, bool) or not isinstance(num_processes, int)
+        ):
+            raise TypeError(f"ParallelEnv: num_processes must be an int, got {num_processes!r}")
+        self.num_sub_threads = num_sub_threads
+        self.mp_start_method = _start_method(mp_start_method)
+        self._num_processes = num_processes
+        super().__init__(num_workers, create_env_fn, create_env_kwargs, device, spec_check)
+
+    # -- life cycle ----------------------------------------------------------------------
+    def _start(self, factories: list) -> list[_EnvInfo]:
+        n = len(factories)
+        procs = n if self._num_processes is None else self._num_processes
+        if not 1 <= procs <= n:
+            raise ValueError(
+                f"ParallelEnv: num_processes must be between 1 and num_workers={n}, got {procs}"
+            )
+        # contiguous groups of copies, as even as possible: [lo, hi) per worker
+        bounds = [round(w * n / procs) for w in range(procs + 1)]
+        self._groups = [(bounds[w], bounds[w + 1]) for w in range(procs)]
+        ctx = multiprocessing.get_context(self.mp_start_method)
+        forked = self.mp_start_method == "fork"
+        for lo, hi in self._groups:
+            group = factories[lo:hi]
+            if not forked:
+                group = [W.CloudPickled(f) for f in group]
+            parent_conn, child_conn = ctx.Pipe(duplex=True)
+            # a forked worker inherits the parent ends of the earlier workers' pipes: it
+            # closes them, so that a worker sees EOF as soon as the parent goes away.
+            inherited = list(self._conns) if forked else []
+            proc = ctx.Process(
+                target=W.worker_main,
+                args=(child_conn, group, self.num_sub_threads, os.getpid(), inherited),
+                name=f"ParallelEnv-worker-{len(self._procs)}",
+                daemon=True,
+            )
+            proc.start()
+            child_conn.close()
+            self._procs.append(proc)
+            self._conns.append(parent_conn)
+            if self._finalizer is None:  # stops the workers if the env is dropped or at exit
+                self._finalizer = weakref.finalize(self, _stop_workers, self._procs, self._conns)
+        infos = []
+        for w in range(len(self._procs)):
+            infos.extend(self._reply(w, "start"))
+        return infos
+
+    def _connect(self) -> None:
+        specs = list(self._single_specs.values())
+        cpu = torch.device("cpu")
+        self._in_buf = self._buffers(self._input_keys, specs, cpu)
+        self._step_buf = self._buffers(self._step_keys, specs, cpu)
+        self._reset_buf = self._buffers(self._reset_keys, specs, cpu)
+        self._mask_buf = torch.zeros((*self.batch_size, 1), dtype=torch.bool)
+        for buf in (self._in_buf, self._step_buf, self._reset_buf):
+            for tensor in buf.values():
+                tensor.share_memory_()
+        self._mask_buf.share_memory_()
+        self._in_leaves = [self._in_buf[k] for k in self._input_keys]
+        self._step_leaves = [self._step_buf[k] for k in self._step_keys]
+        self._reset_leaves = [self._reset_buf[k] for k in self._reset_keys]
+        for w, (lo, hi) in enumerate(self._groups):
+            views = {
+                "input": {k: v[lo:hi] for k, v in self._in_buf.items()},
+                "step": {k: v[lo:hi] for k, v in self._step_buf.items()},
+                "reset": {k: v[lo:hi] for k, v in self._reset_buf.items()},
+                "mask": self._mask_buf[lo:hi],
+            }
+            self._conns[w].send(views)  # shared tensors travel as file descriptors
+        for w in range(len(self._conns)):
+            self._reply(w, "start")
+        self._all = list(range(len(self._conns)))
+
+    def _shutdown(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # runs _stop_workers once
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The process ids of the workers."""
+        return [p.pid for p in self._procs]
+
+    # -- talking to workers --------------------------------------------------------------
+    def _command(self, command: bytes, workers: list[int], what: str) -> None:
+        """Send ``command`` to ``workers`` and wait until each has replied "ok"."""
+        pending = list(workers)
+        try:
+            for w in workers:
+                try:
+                    self._conns[w].send_bytes(command)
+                except OSError:
+                    self._fail(self._death_message(w, what))
+            while pending:
+                self._reply(pending[0], what)
+                pending.pop(0)
+        except KeyboardInterrupt:
+            self._drain(pending)
+            raise
+
+    def _reply(self, w: int, what: str):
+        """Wait for worker ``w``'s reply; raise (after shutting down) if it failed or died."""
+        conn, proc = self._conns[w], self._procs[w]
+        try:
+            while not conn.poll(_POLL_S):
+                if not proc.is_alive():
+                    self._fail(self._death_message(w, what))
+            message = conn.recv_bytes()
+        except (EOFError, OSError):
+            self._fail(self._death_message(w, what))
+        if not message:
+            return None
+        tag, payload = message[:1], pickle.loads(message[1:])
+        if tag == W.ERROR:
+            self._fail(self._error_message(w, what, payload))
+        return payload
+
+    def _drain(self, pending: list[int]) -> None:
+        """After an interrupt: read the replies still due, or shut down if that fails."""
+        try:
+            for w in pending:
+                if not self._conns[w].poll(_JOIN_S):
+                    raise TimeoutError
+                self._conns[w].recv_bytes()
+        except BaseException:
+            self._failure = "interrupted while waiting for the workers"
+            self.close()
+
+    def _fail(self, message: str):
+        """Shut every worker down, mark the env closed and raise ``message``."""
+        self._failure = message.split("\n", 1)[0]
+        self.close()
+        raise RuntimeError(message)
+
+    def _where(self, w: int) -> str:
+        lo, hi = self._groups[w]
+        copies = f"copy {lo}" if hi - lo == 1 else f"copies {lo}..{hi - 1}"
+        return f"ParallelEnv worker {w} (pid {self._procs[w].pid}, {copies})"
+
+    def _death_message(self, w: int, what: str) -> str:
+        proc = self._procs[w]
+        proc.join(timeout=1.0)
+        code = proc.exitcode
+        if code is None:
+            how = "closed its pipe"
+        elif code < 0:
+            how = f"was killed by signal {signal.Signals(-code).name}"
+        else:
+            how = f"exited with code {code}"
+        return (
+            f"{self._where(w)} {how} during {what}. The other workers were shut down; "
+            f"create a new ParallelEnv to continue."
+        )
+
+    def _error_message(self, w: int, what: str, error: dict) -> str:
+        return (
+            f"{self._where(w)} raised {error['type']}: {error['message']} during {what}. "
+            f"The other workers were shut down.\n\nWorker traceback:\n{error['traceback']}"
+        )
+
+    # -- EnvBase hooks -------------------------------------------------------------------
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self._check_usable()
+        for key, buf in zip(self._input_keys, self._in_leaves):
+            buf.copy_(tensordict.get(key))
+        self._command(W.STEP, self._all, "step")
+        values = [self._export(buf) for buf in self._step_leaves]
+        return _td_from_leaves(self._step_keys, values, self.batch_size, self.device)
+
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        self._check_usable()
+        mask = tensordict.get(K.RESET, None) if tensordict is not None else None
+        if mask is None:
+            self._mask_buf.fill_(True)
+            workers = self._all
+        else:
+            self._mask_buf.copy_(mask.reshape(self._mask_buf.shape))
+            per_copy = self._mask_buf.reshape(self.num_workers, -1).any(-1).tolist()
+            workers = [w for w, (lo, hi) in enumerate(self._groups) if any(per_copy[lo:hi])]
+        self._command(W.RESET, workers, "reset")
+        values = [self._export(buf) for buf in self._reset_leaves]
+        return _td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
+
+    def _set_seed(self, seed: int) -> None:
+        self._check_usable()
+        per_copy = max(1, self._env_batch.numel())
+        for w, (lo, _hi) in enumerate(self._groups):
+            self._command(W.SEED + pickle.dumps(seed + lo * per_copy), [w], "set_seed")
+
+
+def _start_method(method: str | None) -> str:
+    available = multiprocessing.get_all_start_methods()
+    if method is None:
+        cuda_started = torch.cuda.is_available() and torch.cuda.is_initialized()
+        return "fork" if "fork" in available and not cuda_started else "spawn"
+    if method not in available:
+        raise ValueError(f"ParallelEnv: mp_start_method must be one of {available}, got {method!r}")
+    return method
+
+
+def _stop_workers(procs: list, conns: list) -> None:
+    """Ask each worker to close, join them, terminate (then kill) the ones that linger."""
+    for conn, proc in zip(conns, procs):
+        if proc.is_alive():
+            try:
+                conn.send_bytes(W.CLOSE)
+            except OSError:
+                pass
+    deadline = time.monotonic() + _JOIN_S
+    for proc in procs:
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=1.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=1.0)
+    for conn in conns:
+        conn.close()

@@ -1,0 +1,232 @@
+"""TransformedEnv: an env whose outputs (and actions) go through a flat list of transforms.
+
+``_step`` maps the policy's action through the inverse transforms (in reverse order),
+calls the wrapped env's ``_step`` and passes the result through each transform's
+``_step``; ``_reset`` resets the wrapped env and passes the result through each
+transform's ``_reset``. Keys and specs are checked once, when the transform list changes;
+a step does only tensor work.
+"""
+
+from __future__ import annotations
+
+from tensordict import TensorDictBase
+
+from torchrl_lite.envs.common import EnvBase
+from torchrl_lite.envs.transforms.transforms import Compose, EnvSpecs, Transform, _bind
+
+__all__ = ["TransformedEnv"]
+
+
+class TransformedEnv(EnvBase):
+    """An env with transforms applied to what it returns and to the actions it receives.
+
+    The transforms form one flat list (``env.transform``, a ``Compose``); add and remove
+    them like list items with ``append_transform``, ``insert_transform`` and
+    ``env.transform.pop(i)``. The specs of the transformed env are the transformed specs.
+    The wrapped env's ``_step``/``_reset`` must return a TensorDict the transforms may
+    modify (a new one each call).
+
+    Args:
+        env: the env to transform (any ``EnvBase``, including another ``TransformedEnv``).
+        transform: a ``Transform`` or ``Compose`` (default: none yet).
+
+    Example:
+        >>> from torchrl_lite.envs import GymEnv, StepCounter, RewardScaling
+        >>> env = TransformedEnv(GymEnv("CartPole-v1"), StepCounter())
+        >>> env.append_transform(RewardScaling(loc=0.0, scale=0.1))
+        >>> env.rollout(3, break_when_any_done=False)["next", "step_count"].flatten().tolist()
+        [1, 2, 3]
+    """
+
+    def __init__(self, env: EnvBase, transform: Transform | None = None):
+        if not isinstance(env, EnvBase):
+            raise TypeError(f"TransformedEnv expects an EnvBase, got {type(env).__name__}: {env!r}")
+        if transform is None:
+            transform = Compose()
+        elif not isinstance(transform, Transform):
+            raise TypeError(f"TransformedEnv expects a Transform or Compose, got {type(transform).__name__}: {transform!r}")
+        elif not isinstance(transform, Compose):
+            transform = Compose(transform)
+        self.base_env = env
+        super().__init__(device=env.device, batch_size=env.batch_size, spec_check=env.spec_check)
+        self.batch_locked = env.batch_locked
+        self._requires_reset = env._requires_reset
+        self._compose = None
+        self._building = None
+        self._views: dict = {}
+        self.transform = transform
+
+    # -- the contract ----------------------------------------------------------------
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        base = self.base_env
+        tensordict_reset = base._reset(tensordict)
+        base._fill_done(tensordict_reset)
+        base._is_reset = True
+        for t in self._transforms:
+            tensordict_reset = t._reset(tensordict, tensordict_reset)
+        return tensordict_reset
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self._inv_transforms:
+            tensordict_in = tensordict.copy()  # the caller keeps the policy's action
+            for t in self._inv_transforms:
+                tensordict_in = t._inv_call(tensordict_in)
+        else:
+            tensordict_in = tensordict
+        next_tensordict = self.base_env._step(tensordict_in)
+        for t in self._transforms:
+            next_tensordict = t._step(tensordict, next_tensordict)
+        return next_tensordict
+
+    def _set_seed(self, seed: int) -> None:
+        self.base_env._set_seed(seed)
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed the wrapped env; returns what its ``set_seed`` returns."""
+        return self.base_env.set_seed(seed, static_seed)
+
+    # -- the transform list ----------------------------------------------------------
+    @property
+    def transform(self) -> Compose:
+        """The transform list (a ``Compose``)."""
+        return self._compose
+
+    @transform.setter
+    def transform(self, transform: Transform) -> None:
+        if not isinstance(transform, Transform):
+            raise TypeError(f"transform must be a Transform or Compose, got {type(transform).__name__}")
+        if not isinstance(transform, Compose):
+            transform = Compose(transform)
+        owner = transform.container
+        if owner is not None and owner is not self:
+            raise ValueError("This Compose already belongs to another TransformedEnv; pass transform.clone().")
+        old = self._compose
+        self._compose = transform
+        try:
+            self._set_transforms(list(transform.transforms))
+        except Exception:
+            self._compose = old
+            raise
+        _bind(transform, self)
+        if old is not None and old is not transform:
+            _bind(old, None)
+
+    def append_transform(self, transform: Transform) -> None:
+        """Add a transform at the end of the list (its keys are checked now)."""
+        self._compose.append(transform)
+
+    def insert_transform(self, index: int, transform: Transform) -> None:
+        """Insert a transform before position ``index`` (``-len <= index <= len``)."""
+        self._compose.insert(index, transform)
+
+    def _set_transforms(self, transforms: list) -> None:
+        """Validate ``transforms`` against the specs, then make them the env's list."""
+        for t in transforms:
+            owner = t.container
+            if owner is not None and owner is not self:
+                raise ValueError(f"{type(t).__name__} already belongs to another TransformedEnv; pass {type(t).__name__}.clone().")
+        if len({id(t) for t in transforms}) != len(transforms):
+            raise ValueError("The same transform object appears twice in the list; clone() it.")
+        previous = list(self.__dict__["_transforms"]) if "_transforms" in self.__dict__ else None
+        try:
+            chain = self._spec_chain(transforms)
+        except Exception:
+            if previous is not None:
+                self._spec_chain(previous)  # attach the old list again (attach is idempotent)
+            raise
+        for t in previous or ():
+            if all(t is not u for u in transforms):
+                _bind(t, None)
+        for t in transforms:
+            _bind(t, self)
+        self._compose._set_list(transforms)
+        self._install(transforms, chain)
+
+    def _spec_chain(self, transforms: list) -> list:
+        """The specs before each transform and after the last (attaching each in turn)."""
+        specs = EnvSpecs.from_env(self.base_env)
+        chain = [specs]
+        self._building = (transforms, chain)
+        try:
+            for t in transforms:
+                t._attach(specs)
+                specs = t._transform_specs(specs.clone())
+                chain.append(specs)
+        finally:
+            self._building = None
+        return chain
+
+    def _install(self, transforms: list, chain: list) -> None:
+        self._transforms = tuple(transforms)
+        self._inv_transforms = tuple(
+            t for t in reversed(transforms) if t.in_keys_inv or type(t)._inv_call is not Transform._inv_call
+        )
+        self._chain = chain
+        self._views = {}
+        final = chain[-1]
+        self.full_observation_spec = final.observation
+        self.full_reward_spec = final.reward
+        self.full_done_spec = final.done
+        self.full_action_spec = final.action
+        self.full_state_spec = final.state
+        self._checked_action = self.spec_check == "never"
+
+    def _refresh(self) -> None:
+        """Recompute the specs (a transform's output specs changed)."""
+        self._set_transforms(list(self._transforms))
+
+    def _parent_of(self, transform: Transform) -> EnvBase:
+        """The env before ``transform``: the base env plus the transforms before it."""
+        if self._building is not None:
+            transforms, chain = self._building
+        else:
+            transforms, chain = self._transforms, self._chain
+        index = next((i for i, t in enumerate(transforms) if t is transform), None)
+        if index is None or index >= len(chain):
+            return None
+        if self._building is not None:
+            return _ParentEnv(self.base_env, transforms[:index], chain[index])
+        view = self._views.get(index)
+        if view is None:
+            view = self._views[index] = _ParentEnv(self.base_env, transforms[:index], chain[index])
+        return view
+
+    # -- life cycle ------------------------------------------------------------------
+    def close(self) -> None:
+        if not self.is_closed:
+            self.base_env.close()
+        super().close()
+
+    def __getattr__(self, name: str):
+        # attributes the wrapped env has and this one does not (env_name, render, ...)
+        base = self.__dict__.get("base_env")
+        if base is None or name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(base, name)
+
+    def __repr__(self) -> str:
+        inner = repr(self._compose).replace("\n", "\n    ")
+        return f"TransformedEnv(\n    env={self.base_env!r},\n    transform={inner})"
+
+
+class _ParentEnv(TransformedEnv):
+    """The view of a ``TransformedEnv`` that one transform has: base env + earlier transforms.
+
+    It shares the transforms (and their state) with the env it comes from.
+    """
+
+    def __init__(self, base_env: EnvBase, transforms, specs: EnvSpecs):
+        self.base_env = base_env
+        EnvBase.__init__(self, device=base_env.device, batch_size=base_env.batch_size, spec_check="never")
+        self.batch_locked = base_env.batch_locked
+        self._requires_reset = False
+        self._compose = None
+        self._building = None
+        self._install(list(transforms), [specs])
+
+    def _parent_of(self, transform):
+        return None
+
+    def __repr__(self) -> str:
+        names = ", ".join(type(t).__name__ for t in self._transforms)
+        return f"ParentEnv(env={self.base_env!r}, transforms=[{names}])"
