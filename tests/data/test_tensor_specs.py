@@ -22,7 +22,9 @@ LEAF_SPECS = {
     "unbounded": lambda: Unbounded((3,)),
     "unbounded_int": lambda: Unbounded((2,), dtype=torch.int64),
     "bounded": lambda: Bounded(-1.0, 2.0, (3,)),
-    "bounded_per_element": lambda: Bounded(torch.tensor([-1.0, 0.0, 5.0]), torch.tensor([0.0, 1.0, 10.0])),
+    "bounded_per_element": lambda: Bounded(
+        torch.tensor([-1.0, 0.0, 5.0]), torch.tensor([0.0, 1.0, 10.0])
+    ),
     "bounded_uint8": lambda: Bounded(0, 255, (2, 2), dtype=torch.uint8),
     "categorical": lambda: Categorical(5, (1,)),
     "categorical_bool": lambda: Categorical(2, (1,), dtype=torch.bool),
@@ -642,7 +644,9 @@ def test_composite_rand_and_zero_return_tensordicts():
         assert spec.is_in(td)
         spec.assert_is_in(td)
     td = spec.rand((5,))
-    assert td.batch_size == torch.Size([5, 4]) and td["next", "reward"].shape == torch.Size([5, 4, 1])
+    assert td.batch_size == torch.Size([5, 4]) and td["next", "reward"].shape == torch.Size(
+        [5, 4, 1]
+    )
     assert spec.is_in(td)
 
 

@@ -80,7 +80,9 @@ def worker_main(conn, factories: list, num_threads: int, parent_pid: int, inheri
             views = conn.recv()
             serial = SerialEnv._from_envs(envs)
             inputs = [views["input"][key] for key in serial._input_keys]
-            step_out, reset_out, mask = views["step"], views["reset"], views["mask"]
+            step_out = [views["step"][key] for key in serial._step_keys]
+            reset_out = [views["reset"][key] for key in serial._reset_keys]
+            mask = views["mask"]
             conn.send_bytes(b"")
         except Exception as err:
             conn.send_bytes(_error_reply(err))

@@ -167,6 +167,27 @@ def _tree_to_td(tree: dict, batch_size, device) -> TensorDictBase:
     return TensorDict._new_unsafe(entries, batch_size=batch_size, device=device)
 
 
+def _leaves(td: TensorDictBase, keys: list, flat: bool) -> list:
+    """``[td.get(k, None) for k in keys]``, reading a TensorDict's dict directly when the
+    keys are flat (five times faster than ``get``, and this runs per copy per step)."""
+    store = getattr(td, "_tensordict", None) if flat and type(td) is TensorDict else None
+    if store is not None:
+        return [store.get(k) for k in keys]
+    return [td.get(k, None) for k in keys]
+
+
+def _stack(rows: list[list[torch.Tensor]], out: list | None) -> list[torch.Tensor]:
+    """Stack per-copy leaf lists into one ``[n, ...]`` tensor per leaf (into ``out``)."""
+    if out is None:
+        return [torch.stack(values) for values in zip(*rows)]
+    for target, values in zip(out, zip(*rows)):
+        if target.device == values[0].device:
+            torch.stack(values, out=target)
+        else:
+            target.copy_(torch.stack(values))
+    return out
+
+
 # -- the shared part ------------------------------------------------------------------
 class _BatchedEnv(EnvBase):
     """Argument checks, specs and key layout shared by ``SerialEnv`` and ``ParallelEnv``.
@@ -288,10 +309,14 @@ class SerialEnv(_BatchedEnv):
         return [_env_info(env) for env in self._envs]
 
     def _connect(self) -> None:
-        # first observations of each copy; rows of copies not reset keep their last ones
-        self._reset_buf = self._buffers(
-            self._reset_keys, list(self._single_specs.values()), self._env_device
-        )
+        # the leaves of each copy's last reset: a partial reset stacks them with the new ones
+        state = self._single_specs["full_state_spec"]
+        self._state_zeros = {k: state[k].zero().to(self._env_device) for k in self._state_keys}
+        zeros = self._buffers(self._reset_keys, list(self._single_specs.values()), self._env_device)
+        self._last_reset = [[zeros[k][i] for k in self._reset_keys] for i in range(len(self._envs))]
+        self._flat = all(isinstance(k, str) for k in self._step_keys + self._reset_keys)
+        self._move_inputs = any(env.device != self.device for env in self._envs)
+        self._move_outputs = self._env_device != self.device
 
     def _shutdown(self) -> None:
         for env in self._envs:
@@ -299,81 +324,62 @@ class SerialEnv(_BatchedEnv):
                 env.close()
 
     # -- the serial loop (also what each ParallelEnv worker runs) ----------------------
-    def _step_into(self, inputs: list[torch.Tensor], out: dict | None) -> dict:
-        """Step every copy with its row of ``inputs`` (leaves of ``_input_keys``, each
-        ``[n, *env_batch, ...]``); return ``{key: [n, *env_batch, ...]}`` of the results,
-        written into ``out`` when given."""
-        rows = [leaf.unbind(0) for leaf in inputs]
-        results = []
+    def _step_into(self, inputs: list[torch.Tensor], out: list | None) -> list[torch.Tensor]:
+        """Step every copy with its row of ``inputs`` (the ``_input_keys`` leaves, each
+        ``[n, *env_batch, ...]``); return the ``_step_keys`` leaves of the results stacked
+        to ``[n, *env_batch, ...]``, written into the tensors of ``out`` when given."""
+        keys, rows, results = self._input_keys, [leaf.unbind(0) for leaf in inputs], []
         for i, env in enumerate(self._envs):
-            values = [row[i].to(env.device) for row in rows]
-            sub = _td_from_leaves(self._input_keys, values, env.batch_size, env.device)
-            results.append(env._step(sub))
-        return self._gather(results, None, self._step_keys, out)
+            values = [row[i] for row in rows]
+            if self._move_inputs:
+                values = [v.to(env.device) for v in values]
+            result = env._step(_td_from_leaves(keys, values, env.batch_size, env.device))
+            results.append(self._collect(i, result, self._step_keys))
+        return _stack(results, out)
 
-    def _reset_into(self, mask: torch.Tensor | None, out: dict) -> list[int]:
-        """Reset the copies selected by ``mask`` (``[n, *env_batch, 1]`` bool; None: all)
-        and write their first observations into their rows of ``out``; return their
-        indices."""
+    def _reset_into(self, mask: torch.Tensor | None, out: list | None) -> list[torch.Tensor]:
+        """Reset the copies selected by ``mask`` (``[n, *env_batch, 1]`` bool; None: all);
+        return the ``_reset_keys`` leaves stacked to ``[n, *env_batch, ...]`` (the copies
+        not reset give their last reset values), written into ``out`` when given."""
         n = len(self._envs)
-        if mask is None:
-            chosen = list(range(n))
-        else:
-            chosen = [i for i, any_ in enumerate(mask.reshape(n, -1).any(-1).tolist()) if any_]
-        results = []
-        for i in chosen:
-            env = self._envs[i]
-            sub = None
+        chosen = range(n) if mask is None else mask.reshape(n, -1).any(-1).tolist()
+        for i in range(n) if mask is None else [i for i in range(n) if chosen[i]]:
+            env, sub = self._envs[i], None
             if env.batch_size and mask is not None and not bool(mask[i].all()):
                 sub_mask = mask[i].to(env.device)
                 sub = TensorDict({K.RESET: sub_mask}, batch_size=env.batch_size, device=env.device)
-            results.append(env.reset(sub))
-        self._gather(results, None if len(chosen) == n else chosen, self._reset_keys, out)
-        return chosen
+            self._last_reset[i] = self._collect(i, env.reset(sub), self._reset_keys)
+        return _stack(self._last_reset, out)
 
-    def _gather(self, results: list, rows: list | None, keys: list, out: dict | None) -> dict:
-        """Stack ``results`` leaf by leaf (into ``out`` when given; only ``rows`` of it)."""
-        gathered = {}
-        for key in keys:
-            values = [self._value(r, key, i) for i, r in enumerate(results)]
-            if out is None:
-                gathered[key] = torch.stack(values)
-                continue
-            target = out[key]
-            if rows is not None:
-                for i, value in zip(rows, values):
-                    target[i].copy_(value)
-            elif target.device == values[0].device:
-                torch.stack(values, out=target)
-            else:
-                target.copy_(torch.stack(values))
-            gathered[key] = target
-        return gathered
-
-    def _value(self, result: TensorDictBase, key, i: int) -> torch.Tensor:
-        value = result.get(key, None)
-        if value is not None:
-            return value
-        if key in self._state_keys:  # a state entry the env's reset leaves to its default
-            return self._single_specs["full_state_spec"][key].zero().to(self._env_device)
-        raise KeyError(
-            f"Env copy {i} ({self._env_name}) returned no {key!r}, which its specs declare. "
-            f"Returned keys: {list(result.keys(True, True))}."
-        )
+    def _collect(self, i: int, result: TensorDictBase, keys: list) -> list[torch.Tensor]:
+        """The leaves ``keys`` of copy ``i``'s ``result`` (a declared state entry that a
+        reset leaves out gets its spec's zero; any other missing key raises KeyError)."""
+        values = _leaves(result, keys, self._flat)
+        for j, value in enumerate(values):
+            if value is None:
+                key = keys[j]
+                if key not in self._state_keys:
+                    raise KeyError(
+                        f"Env copy {i} ({self._env_name}) returned no {key!r}, which its specs "
+                        f"declare. Returned keys: {list(result.keys(True, True))}."
+                    )
+                values[j] = self._state_zeros[key]
+        return values
 
     # -- EnvBase hooks -----------------------------------------------------------------
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._check_usable()
-        inputs = [tensordict.get(key) for key in self._input_keys]
-        out = self._step_into(inputs, None)
-        values = [out[key].to(self.device) for key in self._step_keys]
+        values = self._step_into([tensordict.get(key) for key in self._input_keys], None)
+        if self._move_outputs:
+            values = [v.to(self.device) for v in values]
         return _td_from_leaves(self._step_keys, values, self.batch_size, self.device)
 
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         self._check_usable()
         mask = tensordict.get(K.RESET, None) if tensordict is not None else None
-        self._reset_into(mask, self._reset_buf)
-        values = [self._export(self._reset_buf[key]) for key in self._reset_keys]
+        values = self._reset_into(mask, None)
+        if self._move_outputs:
+            values = [v.to(self.device) for v in values]
         return _td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
 
     def _set_seed(self, seed: int) -> None:

@@ -1,134 +1,153 @@
-"""Vectorized k-ary segment trees (sum and min) for prioritized replay.
+"""A vectorized sum/min tree over priorities, for prioritized replay.
 
-A tree holds one value per storage position (a leaf) and keeps every internal node equal
-to the sum (or min) of its ``fanout`` children, so the total and the minimum are read in
-O(1) and a prefix-sum search descends ``log_fanout(capacity)`` levels. Every operation
-works on a whole batch of positions at once with numpy: there is no Python loop per item,
-only one per level (3 levels for 100k leaves with the default fanout of 64).
+:class:`PrioritySegmentTree` keeps one non-negative value per storage position and answers,
+for a whole batch at once, the three questions prioritized sampling asks: the total, the
+minimum positive value, and "which position holds the ``u``-th unit of mass" (prefix-sum
+search). It is a two-level segment tree with a wide fanout: positions are grouped in blocks
+of ``fanout`` leaves; each block keeps its within-block prefix sums and its minimum, and a
+root array keeps the prefix sums of the block totals.
 
-Levels are stored leaves first: ``levels[0]`` holds the leaves (padded to a multiple of
-``fanout`` with the neutral element), entry ``e`` of ``levels[l]`` reduces entries
-``e * fanout ... e * fanout + fanout - 1`` of ``levels[l - 1]``, and the last level has a
-single block of ``fanout`` entries whose reduction is the root.
+- ``find_prefixsum_idx(u)``: binary search in the root array picks the block, then one
+  batched ``torch.searchsorted`` over the gathered block rows picks the leaf.
+- ``update(index, value)``: writes the leaves (duplicate indices: the last write wins),
+  recomputes the prefix sums and minimum of the touched blocks (one batched ``cumsum``
+  and ``amin``), then the root prefix sums.
+
+Both are O(batch * fanout + capacity / fanout) numpy/torch work with no Python loop per
+item; the default fanout (about sqrt(capacity / 16), a power of two) keeps both terms small.
 
 Example:
     >>> import numpy as np
-    >>> tree = SumSegmentTree(10)
-    >>> tree[np.array([1, 3])] = np.array([1.0, 3.0])
-    >>> tree.reduce()
-    4.0
+    >>> tree = PrioritySegmentTree(10)
+    >>> tree.update(np.array([1, 3, 3]), np.array([1.0, 5.0, 3.0]))  # last write wins
+    >>> tree.total(), tree.min()
+    (4.0, 1.0)
     >>> tree.find_prefixsum_idx(np.array([0.5, 1.5, 3.9])).tolist()
     [1, 3, 3]
 """
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
-__all__ = ["SegmentTree", "SumSegmentTree", "MinSegmentTree"]
+import numpy as np
+import torch
+
+__all__ = ["PrioritySegmentTree"]
+
+
+def _default_fanout(capacity: int) -> int:
+    return int(min(1024, max(16, 2 ** round(math.log2(max(math.sqrt(capacity / 16), 1))))))
 
 
 def _last_write_wins(index: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Deduplicate ``index`` keeping, for each position, the value written last."""
+    """Deduplicate ``index``, keeping for each position the value that comes last."""
     if index.size < 2:
         return index, value
-    reversed_index = index[::-1]
-    unique, first_in_reversed = np.unique(reversed_index, return_index=True)
+    unique, first_in_reversed = np.unique(index[::-1], return_index=True)
     if unique.size == index.size:
         return index, value
     return unique, value[::-1][first_in_reversed]
 
 
-class SegmentTree:
-    """A k-ary segment tree over ``capacity`` leaves, reduced with ``"sum"`` or ``"min"``.
+class PrioritySegmentTree:
+    """Sum and min over ``capacity`` non-negative leaves, with batched prefix-sum search.
+
+    A leaf of value 0 is empty: it is never returned by :meth:`find_prefixsum_idx` and is
+    left out of :meth:`min`.
 
     Args:
         capacity: number of leaves (storage positions).
-        reduction: ``"sum"`` (neutral 0) or ``"min"`` (neutral +inf).
-        fanout: children per node; larger means fewer levels but wider blocks.
+        fanout: leaves per block; ``None`` picks about ``sqrt(capacity / 16)``.
 
     Example:
         >>> import numpy as np
-        >>> tree = SegmentTree(5, "min")
-        >>> tree[np.arange(3)] = np.array([3.0, 1.0, 2.0])
-        >>> tree.reduce()
-        1.0
+        >>> tree = PrioritySegmentTree(4)
+        >>> tree.update(np.arange(4), np.array([0.0, 2.0, 0.0, 6.0]))
+        >>> tree[np.array([1, 3])].tolist(), tree.min()
+        ([2.0, 6.0], 2.0)
     """
 
-    def __init__(self, capacity: int, reduction: str = "sum", fanout: int = 64) -> None:
-        if capacity < 1:
+    def __init__(self, capacity: int, fanout: int | None = None) -> None:
+        if int(capacity) < 1:
             raise ValueError(f"capacity must be a positive integer, got {capacity}.")
-        if reduction not in ("sum", "min"):
-            raise ValueError(f"reduction must be 'sum' or 'min', got {reduction!r}.")
+        fanout = _default_fanout(int(capacity)) if fanout is None else int(fanout)
         if fanout < 2:
             raise ValueError(f"fanout must be at least 2, got {fanout}.")
         self.capacity = int(capacity)
-        self.reduction = reduction
-        self.fanout = int(fanout)
-        self.neutral = 0.0 if reduction == "sum" else np.inf
-        self._reduce_block = np.add.reduce if reduction == "sum" else np.minimum.reduce
-        self.levels: list[np.ndarray] = []
-        n = self.capacity
-        while True:
-            blocks = -(-n // self.fanout)
-            self.levels.append(np.full(blocks * self.fanout, self.neutral, dtype=np.float64))
-            if blocks == 1:
-                break
-            n = blocks
+        self.fanout = fanout
+        self._num_blocks = -(-self.capacity // fanout)
+        size = self._num_blocks * fanout
+        self._values = np.zeros(size)  # leaves; 0 = empty
+        self._min_values = np.full(size, np.inf)  # leaves for the min; inf = empty
+        self._block_cumsum = np.zeros((self._num_blocks, fanout))  # within-block prefix sums
+        self._block_cumsum_t = torch.from_numpy(self._block_cumsum)
+        self._block_total = self._block_cumsum[:, -1]  # a view: [num_blocks]
+        self._block_min = np.full(self._num_blocks, np.inf)
+        self._prefix = np.zeros(self._num_blocks + 1)  # prefix[b] = sum of blocks < b
+        self._min = math.inf
+        self._zero = torch.zeros((), dtype=torch.float64)
 
     @property
     def leaves(self) -> np.ndarray:
-        """The leaf values, shape ``[capacity]`` (a view: do not write to it directly)."""
-        return self.levels[0][: self.capacity]
+        """The leaf values, ``[capacity]`` (a read-only view)."""
+        view = self._values[: self.capacity].view()
+        view.flags.writeable = False
+        return view
 
     def __getitem__(self, index) -> np.ndarray:
-        return self.levels[0][index]
+        return self._values[index]
 
     def __setitem__(self, index, value) -> None:
+        self.update(index, value)
+
+    def total(self) -> float:
+        """The sum of all leaves."""
+        return float(self._prefix[-1])
+
+    def min(self) -> float:
+        """The smallest positive leaf, or ``inf`` when every leaf is 0."""
+        return float(self._min)
+
+    def update(self, index, value) -> None:
+        """Set ``leaves[index] = value``; with duplicate indices the last write wins.
+
+        Args:
+            index: integer array ``[n]`` of positions in ``[0, capacity)``.
+            value: float array broadcastable to ``[n]``, non-negative.
+        """
         index = np.asarray(index, dtype=np.int64).reshape(-1)
-        value = np.broadcast_to(np.asarray(value, dtype=np.float64), index.shape)
         if index.size == 0:
             return
-        if index.min() < 0 or index.max() >= self.capacity:
+        value = np.broadcast_to(np.asarray(value, dtype=np.float64).reshape(-1), index.shape)
+        low, high = index.min(), index.max()
+        if low < 0 or high >= self.capacity:
             raise IndexError(
-                f"segment tree index out of range [0, {self.capacity}): "
-                f"got values in [{index.min()}, {index.max()}]."
+                f"priority index out of range [0, {self.capacity}): got values in [{low}, {high}]."
             )
         index, value = _last_write_wins(index, value)
-        self.levels[0][index] = value
-        fanout = self.fanout
-        for level in range(1, len(self.levels)):
-            index = index // fanout
-            children = self.levels[level - 1].reshape(-1, fanout)[index]  # [n, fanout]
-            self.levels[level][index] = self._reduce_block(children, axis=1)
+        self._values[index] = value
+        self._min_values[index] = np.where(value > 0, value, np.inf)
+        self._refresh_blocks(index // self.fanout)
 
-    def reduce(self) -> float:
-        """The sum (or min) of all leaves."""
-        return float(self._reduce_block(self.levels[-1]))
+    def _refresh_blocks(self, blocks: np.ndarray) -> None:
+        # duplicate blocks recompute the same row: harmless
+        shape = (self._num_blocks, self.fanout)
+        rows = torch.from_numpy(self._values.reshape(shape)[blocks])  # [n, fanout]
+        self._block_cumsum[blocks] = torch.cumsum(rows, 1).numpy()
+        mins = torch.from_numpy(self._min_values.reshape(shape)[blocks])
+        self._block_min[blocks] = torch.amin(mins, 1).numpy()
+        self._refresh_root()
 
-    def clear(self) -> None:
-        """Reset every leaf to the neutral element."""
-        for level in self.levels:
-            level.fill(self.neutral)
+    def _refresh_root(self) -> None:
+        torch.cumsum(torch.from_numpy(self._block_total), 0, out=torch.from_numpy(self._prefix[1:]))
+        self._min = self._block_min.min()
 
-    def set_leaves(self, values: np.ndarray) -> None:
-        """Replace all ``capacity`` leaves at once and rebuild the tree."""
-        values = np.asarray(values, dtype=np.float64)
-        if values.shape != (self.capacity,):
-            raise ValueError(
-                f"expected {self.capacity} leaf values, got an array of shape {values.shape}."
-            )
-        self.levels[0][: self.capacity] = values
-        for level in range(1, len(self.levels)):
-            blocks = self.levels[level - 1].reshape(-1, self.fanout)
-            self.levels[level][: blocks.shape[0]] = self._reduce_block(blocks, axis=1)
+    def find_prefixsum_idx(self, prefix) -> np.ndarray:
+        """For each ``u``, the leaf ``i`` with ``cumsum[i - 1] <= u < cumsum[i]``.
 
-    def find_prefixsum_idx(self, prefix: np.ndarray) -> np.ndarray:
-        """For each value ``u`` in ``prefix``, the leaf ``i`` with ``cumsum[i-1] <= u < cumsum[i]``.
-
-        Only meaningful for a sum tree. Values at or beyond the total land on the last
-        leaf with a positive value, so a leaf of value 0 is never returned while the total
-        is positive.
+        Values at or past the total land on the last leaf with positive value, so an
+        empty leaf is never returned while the total is positive.
 
         Args:
             prefix: float array ``[B]`` of values in ``[0, total)``.
@@ -136,67 +155,43 @@ class SegmentTree:
         Returns:
             int64 array ``[B]`` of leaf indices.
         """
-        if self.reduction != "sum":
-            raise RuntimeError("find_prefixsum_idx needs a sum tree.")
-        prefix = np.array(prefix, dtype=np.float64, copy=True).reshape(-1)
-        rows = np.arange(prefix.size)
-        node = np.zeros(prefix.size, dtype=np.int64)  # block index in the current level
-        fanout = self.fanout
-        for level in reversed(self.levels):
-            block = level.reshape(-1, fanout)[node]  # [B, fanout]
-            cumsum = np.cumsum(block, axis=1)  # [B, fanout]
-            # keep u strictly below the block total so that the chosen child has mass > 0
-            np.minimum(prefix, np.nextafter(cumsum[:, -1], -np.inf), out=prefix)
-            child = (cumsum <= prefix[:, None]).sum(axis=1)  # [B], in [0, fanout)
-            prefix -= cumsum[rows, child] - block[rows, child]
-            node = node * fanout + child
-        return node
+        u = np.minimum(np.asarray(prefix, dtype=np.float64), np.nextafter(self._prefix[-1], -1))
+        block = np.searchsorted(self._prefix, u, side="right") - 1  # [B]
+        u = torch.from_numpy(u - self._prefix[block])  # offset inside the block
+        rows = self._block_cumsum_t.index_select(0, torch.from_numpy(block))  # [B, fanout]
+        u = torch.minimum(u, torch.nextafter(rows[:, -1], self._zero))
+        leaf = torch.searchsorted(rows, u.unsqueeze(1), right=True).squeeze(1)  # [B]
+        return block * self.fanout + leaf.numpy()
+
+    def clear(self) -> None:
+        """Empty every leaf."""
+        self._values.fill(0.0)
+        self._min_values.fill(np.inf)
+        self._block_cumsum.fill(0.0)
+        self._block_min.fill(np.inf)
+        self._prefix.fill(0.0)
+        self._min = math.inf
+
+    def set_leaves(self, values) -> None:
+        """Replace all ``capacity`` leaves at once and rebuild the tree."""
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != (self.capacity,):
+            raise ValueError(
+                f"expected {self.capacity} leaf values, got an array of shape {values.shape}."
+            )
+        self.clear()
+        self._values[: self.capacity] = values
+        self._min_values[: self.capacity] = np.where(values > 0, values, np.inf)
+        self._refresh_blocks(np.arange(self._num_blocks))
 
     def state_dict(self) -> dict:
-        return {"capacity": self.capacity, "leaves": self.leaves.copy()}
+        return {"capacity": self.capacity, "leaves": torch.from_numpy(self.leaves.copy())}
 
     def load_state_dict(self, state_dict: dict) -> None:
         if int(state_dict["capacity"]) != self.capacity:
             raise ValueError(
-                f"cannot load a segment tree of capacity {state_dict['capacity']} into one of "
+                f"cannot load priorities for {state_dict['capacity']} positions into a tree of "
                 f"capacity {self.capacity}."
             )
-        self.set_leaves(np.asarray(state_dict["leaves"]))
-
-
-class SumSegmentTree(SegmentTree):
-    """A :class:`SegmentTree` that sums; supports :meth:`find_prefixsum_idx`.
-
-    Args:
-        capacity: number of leaves.
-        fanout: children per node.
-
-    Example:
-        >>> import numpy as np
-        >>> tree = SumSegmentTree(4)
-        >>> tree[np.array([0, 0, 2])] = np.array([5.0, 1.0, 2.0])  # last write wins
-        >>> tree.reduce()
-        3.0
-    """
-
-    def __init__(self, capacity: int, fanout: int = 64) -> None:
-        super().__init__(capacity, "sum", fanout)
-
-
-class MinSegmentTree(SegmentTree):
-    """A :class:`SegmentTree` that keeps the minimum; empty leaves hold +inf.
-
-    Args:
-        capacity: number of leaves.
-        fanout: children per node.
-
-    Example:
-        >>> import numpy as np
-        >>> tree = MinSegmentTree(4)
-        >>> tree[np.array([1, 2])] = np.array([0.5, 2.0])
-        >>> tree.reduce()
-        0.5
-    """
-
-    def __init__(self, capacity: int, fanout: int = 64) -> None:
-        super().__init__(capacity, "min", fanout)
+        leaves = state_dict["leaves"]
+        self.set_leaves(leaves.numpy() if isinstance(leaves, torch.Tensor) else leaves)
