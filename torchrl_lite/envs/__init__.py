@@ -23,3 +23,7 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 from torchrl_lite.envs.batched_envs import ParallelEnv, SerialEnv  # noqa: E402
 __all__ += ["ParallelEnv", "SerialEnv"]
+from torchrl_lite.envs.transforms import *  # noqa: E402, F403
+from torchrl_lite.envs.transforms import __all__ as _transforms_all  # noqa: E402
+
+__all__ += _transforms_all

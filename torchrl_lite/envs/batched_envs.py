@@ -43,6 +43,8 @@ _SPEC_NAMES = (
 )
 _POLL_S = 0.2  # how often a parent waiting on a worker checks that the worker is alive
 _JOIN_S = 3.0  # how long close() waits for workers to exit before terminating them
+_FAIL_GRACE_S = 1.0  # the same after a worker failed (the others may be mid-step)
+_FOREACH_COPY = hasattr(torch, "_foreach_copy_")  # one kernel launch for all of a row's leaves
 
 
 class _EnvInfo(NamedTuple):
@@ -176,16 +178,23 @@ def _leaves(td: TensorDictBase, keys: list, flat: bool) -> list:
     return [td.get(k, None) for k in keys]
 
 
-def _stack(rows: list[list[torch.Tensor]], out: list | None) -> list[torch.Tensor]:
-    """Stack per-copy leaf lists into one ``[n, ...]`` tensor per leaf (into ``out``)."""
-    if out is None:
-        return [torch.stack(values) for values in zip(*rows)]
-    for target, values in zip(out, zip(*rows)):
-        if target.device == values[0].device:
-            torch.stack(values, out=target)
-        else:
-            target.copy_(torch.stack(values))
-    return out
+def _rows(leaves: list[torch.Tensor]) -> list[list[torch.Tensor]]:
+    """Per copy, its row (a view) of each ``[n, ...]`` leaf."""
+    return [list(row) for row in zip(*(leaf.unbind(0) for leaf in leaves))]
+
+
+def _stack(rows: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+    """Per leaf, the ``[n, ...]`` stack of the copies' rows."""
+    return [torch.stack(values) for values in zip(*rows)]
+
+
+def _copy_row(targets: list[torch.Tensor], values: list[torch.Tensor]) -> None:
+    """``targets[j].copy_(values[j])`` for every j, in one call where torch allows."""
+    if _FOREACH_COPY and targets[0].device == values[0].device:
+        torch._foreach_copy_(targets, values)
+    else:
+        for target, value in zip(targets, values):
+            target.copy_(value)
 
 
 # -- the shared part ------------------------------------------------------------------
@@ -262,7 +271,8 @@ class _BatchedEnv(EnvBase):
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(num_workers={self.num_workers}, env={self._env_name}, "
+            f"{type(self).__name__}(num_workers={self.num_workers}, "
+            f"env={getattr(self, '_env_name', None)}, "
             f"batch_size={list(self.batch_size)}, device={self.device})"
         )
 
@@ -304,9 +314,12 @@ class SerialEnv(_BatchedEnv):
         return cls(len(envs), [functools.partial(_given, env) for env in envs])
 
     def _start(self, factories: list) -> list[_EnvInfo]:
+        infos = []
         for factory in factories:
-            self._envs.append(factory())
-        return [_env_info(env) for env in self._envs]
+            env = factory()
+            infos.append(_env_info(env))  # raises TypeError for a non-env
+            self._envs.append(env)
+        return infos
 
     def _connect(self) -> None:
         # the leaves of each copy's last reset: a partial reset stacks them with the new ones
@@ -315,7 +328,6 @@ class SerialEnv(_BatchedEnv):
         zeros = self._buffers(self._reset_keys, list(self._single_specs.values()), self._env_device)
         self._last_reset = [[zeros[k][i] for k in self._reset_keys] for i in range(len(self._envs))]
         self._flat = all(isinstance(k, str) for k in self._step_keys + self._reset_keys)
-        self._move_inputs = any(env.device != self.device for env in self._envs)
         self._move_outputs = self._env_device != self.device
 
     def _shutdown(self) -> None:
@@ -324,32 +336,47 @@ class SerialEnv(_BatchedEnv):
                 env.close()
 
     # -- the serial loop (also what each ParallelEnv worker runs) ----------------------
-    def _step_into(self, inputs: list[torch.Tensor], out: list | None) -> list[torch.Tensor]:
-        """Step every copy with its row of ``inputs`` (the ``_input_keys`` leaves, each
-        ``[n, *env_batch, ...]``); return the ``_step_keys`` leaves of the results stacked
-        to ``[n, *env_batch, ...]``, written into the tensors of ``out`` when given."""
-        keys, rows, results = self._input_keys, [leaf.unbind(0) for leaf in inputs], []
-        for i, env in enumerate(self._envs):
-            values = [row[i] for row in rows]
-            if self._move_inputs:
+    def _step_into(self, rows: list, out_rows: list | None = None) -> list | None:
+        """Step copy ``i`` with ``rows[i]`` (its ``_input_keys`` leaves).
+
+        Returns the results' ``_step_keys`` leaves stacked to ``[n, *env_batch, ...]``, or,
+        with ``out_rows``, copies copy ``i``'s leaves into ``out_rows[i]`` (views of shared
+        memory in a ParallelEnv worker) and returns None.
+        """
+        keys, results = self._input_keys, []
+        for i, (env, values) in enumerate(zip(self._envs, rows)):
+            if values and values[0].device != env.device:
                 values = [v.to(env.device) for v in values]
             result = env._step(_td_from_leaves(keys, values, env.batch_size, env.device))
-            results.append(self._collect(i, result, self._step_keys))
-        return _stack(results, out)
+            values = self._collect(i, result, self._step_keys)
+            if out_rows is None:
+                results.append(values)
+            else:
+                _copy_row(out_rows[i], values)
+        return _stack(results) if out_rows is None else None
 
-    def _reset_into(self, mask: torch.Tensor | None, out: list | None) -> list[torch.Tensor]:
-        """Reset the copies selected by ``mask`` (``[n, *env_batch, 1]`` bool; None: all);
-        return the ``_reset_keys`` leaves stacked to ``[n, *env_batch, ...]`` (the copies
-        not reset give their last reset values), written into ``out`` when given."""
+    def _reset_into(self, mask: torch.Tensor | None, out_rows: list | None = None) -> list | None:
+        """Reset the copies selected by ``mask`` (``[n, *env_batch, 1]`` bool; None: all).
+
+        Returns the ``_reset_keys`` leaves stacked to ``[n, *env_batch, ...]`` (copies not
+        reset give their last reset values), or copies the reset copies' leaves into their
+        ``out_rows`` and returns None.
+        """
         n = len(self._envs)
-        chosen = range(n) if mask is None else mask.reshape(n, -1).any(-1).tolist()
-        for i in range(n) if mask is None else [i for i in range(n) if chosen[i]]:
+        if mask is None:
+            chosen = range(n)
+        else:
+            chosen = [i for i, hit in enumerate(mask.reshape(n, -1).any(-1).tolist()) if hit]
+        for i in chosen:
             env, sub = self._envs[i], None
             if env.batch_size and mask is not None and not bool(mask[i].all()):
                 sub_mask = mask[i].to(env.device)
                 sub = TensorDict({K.RESET: sub_mask}, batch_size=env.batch_size, device=env.device)
-            self._last_reset[i] = self._collect(i, env.reset(sub), self._reset_keys)
-        return _stack(self._last_reset, out)
+            values = self._collect(i, env.reset(sub), self._reset_keys)
+            self._last_reset[i] = values
+            if out_rows is not None:
+                _copy_row(out_rows[i], values)
+        return _stack(self._last_reset) if out_rows is None else None
 
     def _collect(self, i: int, result: TensorDictBase, keys: list) -> list[torch.Tensor]:
         """The leaves ``keys`` of copy ``i``'s ``result`` (a declared state entry that a
@@ -369,7 +396,7 @@ class SerialEnv(_BatchedEnv):
     # -- EnvBase hooks -----------------------------------------------------------------
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._check_usable()
-        values = self._step_into([tensordict.get(key) for key in self._input_keys], None)
+        values = self._step_into(_rows([tensordict.get(key) for key in self._input_keys]))
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
         return _td_from_leaves(self._step_keys, values, self.batch_size, self.device)
@@ -377,7 +404,7 @@ class SerialEnv(_BatchedEnv):
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         self._check_usable()
         mask = tensordict.get(K.RESET, None) if tensordict is not None else None
-        values = self._reset_into(mask, None)
+        values = self._reset_into(mask)
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
         return _td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
@@ -438,6 +465,7 @@ class ParallelEnv(_BatchedEnv):
     ):
         self._procs: list = []
         self._conns: list = []
+        self._channels: list = []
         self._finalizer = None
         if isinstance(num_sub_threads, bool) or not isinstance(num_sub_threads, int):
             raise TypeError(f"ParallelEnv: num_sub_threads must be an int, got {num_sub_threads!r}")
@@ -485,10 +513,10 @@ class ParallelEnv(_BatchedEnv):
             self._conns.append(parent_conn)
             if self._finalizer is None:  # stops the workers if the env is dropped or at exit
                 self._finalizer = weakref.finalize(self, _stop_workers, self._procs, self._conns)
-        infos = []
-        for w in range(len(self._procs)):
-            infos.extend(self._reply(w, "start"))
-        return infos
+        self._channels = [W.Channel(conn) for conn in self._conns]
+        self._poller = W.Poller(self._channels)
+        replies = self._wait(list(range(len(self._procs))), "start")
+        return [info for w in range(len(self._procs)) for info in replies[w]]
 
     def _connect(self) -> None:
         specs = list(self._single_specs.values())
@@ -512,13 +540,13 @@ class ParallelEnv(_BatchedEnv):
                 "mask": self._mask_buf[lo:hi],
             }
             self._conns[w].send(views)  # shared tensors travel as file descriptors
-        for w in range(len(self._conns)):
-            self._reply(w, "start")
         self._all = list(range(len(self._conns)))
+        self._wait(self._all, "start")
 
-    def _shutdown(self) -> None:
-        if self._finalizer is not None:
-            self._finalizer()  # runs _stop_workers once
+    def _shutdown(self, grace: float = _JOIN_S) -> None:
+        # detach() returns None once the finalizer has run: the workers are stopped once
+        if self._finalizer is not None and self._finalizer.detach() is not None:
+            _stop_workers(self._procs, self._conns, grace)
 
     @property
     def worker_pids(self) -> list[int]:
@@ -526,30 +554,47 @@ class ParallelEnv(_BatchedEnv):
         return [p.pid for p in self._procs]
 
     # -- talking to workers --------------------------------------------------------------
-    def _command(self, command: bytes, workers: list[int], what: str) -> None:
-        """Send ``command`` to ``workers`` and wait until each has replied "ok"."""
-        pending = list(workers)
-        try:
-            for w in workers:
-                try:
-                    self._conns[w].send_bytes(command)
-                except OSError:
-                    self._fail(self._death_message(w, what))
-            while pending:
-                self._reply(pending[0], what)
-                pending.pop(0)
-        except KeyboardInterrupt:
-            self._drain(pending)
-            raise
+    def _command(self, command: bytes, workers: list[int], what: str) -> dict:
+        """Send ``command`` to ``workers`` and wait for their replies (see ``_wait``)."""
+        for w in workers:
+            try:
+                self._channels[w].send(command)
+            except OSError:
+                self._fail(self._death_message(w, what))
+        return self._wait(workers, what)
 
-    def _reply(self, w: int, what: str):
-        """Wait for worker ``w``'s reply; raise (after shutting down) if it failed or died."""
-        conn, proc = self._conns[w], self._procs[w]
+    def _wait(self, workers: list[int], what: str) -> dict:
+        """Wait for one reply from each of ``workers``; return ``{worker: payload}``.
+
+        Raises RuntimeError (after shutting every worker down) if a worker replies with an
+        error or dies; a dead worker is noticed within ``_POLL_S`` seconds.
+        """
+        if len(workers) == len(self._channels):
+            poller, workers = self._poller, range(len(self._channels))
+        else:
+            poller = W.Poller([self._channels[w] for w in workers])
+        pending = set(range(len(workers)))  # indices into ``workers``
+        replies = {}
         try:
-            while not conn.poll(_POLL_S):
-                if not proc.is_alive():
-                    self._fail(self._death_message(w, what))
-            message = conn.recv_bytes()
+            while pending:
+                ready = poller.ready(_POLL_S)
+                if not ready:  # a worker that died without closing its pipe end
+                    for j in pending:
+                        if not self._procs[workers[j]].is_alive():
+                            self._fail(self._death_message(workers[j], what))
+                for j in ready:
+                    if j not in pending:  # readable with nothing due: it died after replying
+                        self._fail(self._death_message(workers[j], what))
+                    pending.discard(j)
+                    replies[workers[j]] = self._read_reply(workers[j], what)
+        except KeyboardInterrupt:
+            self._drain([workers[j] for j in pending])
+            raise
+        return replies
+
+    def _read_reply(self, w: int, what: str):
+        try:
+            message = self._channels[w].recv()
         except (EOFError, OSError):
             self._fail(self._death_message(w, what))
         if not message:
@@ -563,9 +608,9 @@ class ParallelEnv(_BatchedEnv):
         """After an interrupt: read the replies still due, or shut down if that fails."""
         try:
             for w in pending:
-                if not self._conns[w].poll(_JOIN_S):
+                if not W.Poller([self._channels[w]]).ready(_JOIN_S):
                     raise TimeoutError
-                self._conns[w].recv_bytes()
+                self._channels[w].recv()
         except BaseException:
             self._failure = "interrupted while waiting for the workers"
             self.close()
@@ -573,6 +618,7 @@ class ParallelEnv(_BatchedEnv):
     def _fail(self, message: str):
         """Shut every worker down, mark the env closed and raise ``message``."""
         self._failure = message.split("\n", 1)[0]
+        self._shutdown(grace=_FAIL_GRACE_S)
         self.close()
         raise RuntimeError(message)
 
@@ -642,7 +688,7 @@ def _start_method(method: str | None) -> str:
     return method
 
 
-def _stop_workers(procs: list, conns: list) -> None:
+def _stop_workers(procs: list, conns: list, grace: float = _JOIN_S) -> None:
     """Ask each worker to close, join them, terminate (then kill) the ones that linger."""
     for conn, proc in zip(conns, procs):
         if proc.is_alive():
@@ -650,7 +696,7 @@ def _stop_workers(procs: list, conns: list) -> None:
                 conn.send_bytes(W.CLOSE)
             except OSError:
                 pass
-    deadline = time.monotonic() + _JOIN_S
+    deadline = time.monotonic() + grace
     for proc in procs:
         proc.join(timeout=max(0.0, deadline - time.monotonic()))
     for proc in procs:

@@ -137,3 +137,13 @@ def _tuple(key) -> tuple:
 
 def _norm(key) -> tuple:
     return _tuple(key)
+
+
+# The exploration switch, importable from here as in TorchRL (defined with the modules).
+from torchrl_lite.modules.tensordict_module.exploration import (  # noqa: E402
+    ExplorationType,
+    exploration_type,
+    set_exploration_type,
+)
+
+__all__ += ["ExplorationType", "exploration_type", "set_exploration_type"]

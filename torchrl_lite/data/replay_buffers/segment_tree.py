@@ -77,15 +77,15 @@ class PrioritySegmentTree:
         self.capacity = int(capacity)
         self.fanout = fanout
         self._num_blocks = -(-self.capacity // fanout)
-        size = self._num_blocks * fanout
-        self._values = np.zeros(size)  # leaves; 0 = empty
-        self._min_values = np.full(size, np.inf)  # leaves for the min; inf = empty
+        self._values = np.zeros(self._num_blocks * fanout)  # leaves; 0 = empty
         self._block_cumsum = np.zeros((self._num_blocks, fanout))  # within-block prefix sums
-        self._block_cumsum_t = torch.from_numpy(self._block_cumsum)
-        self._block_total = self._block_cumsum[:, -1]  # a view: [num_blocks]
-        self._block_min = np.full(self._num_blocks, np.inf)
-        self._prefix = np.zeros(self._num_blocks + 1)  # prefix[b] = sum of blocks < b
+        self._block_min = np.full(self._num_blocks, np.inf)  # smallest positive leaf per block
+        self._prefix = np.zeros(self._num_blocks + 1)  # prefix[b] = sum of the blocks < b
         self._min = math.inf
+        # torch views of the same memory, for the batched ops torch does faster than numpy
+        self._block_cumsum_t = torch.from_numpy(self._block_cumsum)
+        self._block_total_t = self._block_cumsum_t[:, -1]  # [num_blocks]
+        self._prefix_tail_t = torch.from_numpy(self._prefix)[1:]
         self._zero = torch.zeros((), dtype=torch.float64)
 
     @property
@@ -114,12 +114,16 @@ class PrioritySegmentTree:
 
         Args:
             index: integer array ``[n]`` of positions in ``[0, capacity)``.
-            value: float array broadcastable to ``[n]``, non-negative.
+            value: float array ``[n]`` (or one float), non-negative.
         """
         index = np.asarray(index, dtype=np.int64).reshape(-1)
         if index.size == 0:
             return
-        value = np.broadcast_to(np.asarray(value, dtype=np.float64).reshape(-1), index.shape)
+        value = np.asarray(value, dtype=np.float64).reshape(-1)
+        if value.size != index.size:
+            if value.size != 1:
+                raise ValueError(f"got {value.size} values for {index.size} positions.")
+            value = np.full(index.size, value[0])
         low, high = index.min(), index.max()
         if low < 0 or high >= self.capacity:
             raise IndexError(
@@ -127,20 +131,14 @@ class PrioritySegmentTree:
             )
         index, value = _last_write_wins(index, value)
         self._values[index] = value
-        self._min_values[index] = np.where(value > 0, value, np.inf)
         self._refresh_blocks(index // self.fanout)
 
     def _refresh_blocks(self, blocks: np.ndarray) -> None:
-        # duplicate blocks recompute the same row: harmless
-        shape = (self._num_blocks, self.fanout)
-        rows = torch.from_numpy(self._values.reshape(shape)[blocks])  # [n, fanout]
-        self._block_cumsum[blocks] = torch.cumsum(rows, 1).numpy()
-        mins = torch.from_numpy(self._min_values.reshape(shape)[blocks])
-        self._block_min[blocks] = torch.amin(mins, 1).numpy()
-        self._refresh_root()
-
-    def _refresh_root(self) -> None:
-        torch.cumsum(torch.from_numpy(self._block_total), 0, out=torch.from_numpy(self._prefix[1:]))
+        # a block listed twice is recomputed twice, to the same values: harmless
+        rows = torch.from_numpy(self._values.reshape(self._num_blocks, self.fanout)[blocks])
+        self._block_cumsum[blocks] = torch.cumsum(rows, 1).numpy()  # [n, fanout]
+        self._block_min[blocks] = rows.masked_fill_(rows == 0, math.inf).amin(1).numpy()
+        torch.cumsum(self._block_total_t, 0, out=self._prefix_tail_t)
         self._min = self._block_min.min()
 
     def find_prefixsum_idx(self, prefix) -> np.ndarray:
@@ -166,7 +164,6 @@ class PrioritySegmentTree:
     def clear(self) -> None:
         """Empty every leaf."""
         self._values.fill(0.0)
-        self._min_values.fill(np.inf)
         self._block_cumsum.fill(0.0)
         self._block_min.fill(np.inf)
         self._prefix.fill(0.0)
@@ -181,7 +178,6 @@ class PrioritySegmentTree:
             )
         self.clear()
         self._values[: self.capacity] = values
-        self._min_values[: self.capacity] = np.where(values > 0, values, np.inf)
         self._refresh_blocks(np.arange(self._num_blocks))
 
     def state_dict(self) -> dict:

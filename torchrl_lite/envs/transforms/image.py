@@ -165,14 +165,17 @@ class GrayScale(Transform):
 
     def __init__(self, in_keys=None, out_keys=None):
         super().__init__(in_keys=_IMAGE_KEYS if in_keys is None else _norm_keys(in_keys), out_keys=out_keys)
-        self.register_buffer("weights", torch.tensor([0.2989, 0.587, 0.114]).reshape(3, 1, 1), persistent=False)
+        self._weights = torch.tensor([0.2989, 0.587, 0.114]).reshape(3, 1, 1)  # [3, 1, 1]
+
+    def _on_apply(self, fn):
+        self._weights = fn(self._weights)
 
     def _apply_transform(self, x):
         if x.shape[-3] != 3:
             raise ValueError(f"GrayScale expects 3 channels at dim -3, got shape {list(x.shape)}")
         dtype = x.dtype
         xf = x if dtype.is_floating_point else x.float()
-        out = (xf * self.weights.to(xf.dtype)).sum(-3, keepdim=True)  # [..., 1, H, W]
+        out = (xf * self._weights.to(device=xf.device, dtype=xf.dtype)).sum(-3, keepdim=True)  # [..., 1, H, W]
         if not dtype.is_floating_point:
             out = out.round().clamp(0, torch.iinfo(dtype).max).to(dtype)
         return out

@@ -62,8 +62,7 @@ class ObservationNorm(Transform):
         self.eps = eps
         for name in ("loc", "scale"):
             self.register_buffer(name, None)
-        for name in ("_a", "_b", "_ia", "_ib"):
-            self.register_buffer(name, None, persistent=False)
+        self._a = self._b = self._ia = self._ib = None  # plain attributes: no buffer lookup per step
         if loc is not None:
             self.loc = torch.as_tensor(loc, dtype=torch.get_default_dtype())
             self.scale = torch.as_tensor(scale, dtype=torch.get_default_dtype())
@@ -75,16 +74,20 @@ class ObservationNorm(Transform):
 
     def _update_affine(self) -> None:
         """``y = x * _a + _b`` and ``x = y * _ia + _ib``, computed once."""
-        if self.loc is None:
+        loc, scale = self._buffers["loc"], self._buffers["scale"]
+        if loc is None:
             return
         if self.standard_normal:
-            a = 1.0 / self.scale.clamp_min(self.eps)
-            b = -self.loc * a
+            a = 1.0 / scale.clamp_min(self.eps)
+            b = -loc * a
         else:
-            a, b = self.scale, self.loc
+            a, b = scale.clone(), loc.clone()
         self._a, self._b = a, b
         self._ia = 1.0 / a.clamp_min(self.eps) if self.standard_normal else 1.0 / a
         self._ib = -b * self._ia
+
+    def _on_apply(self, fn):
+        self._update_affine()
 
     def _apply_transform(self, x):
         if self._a is None:

@@ -7,7 +7,7 @@ import torch
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Bounded, Unbounded
-from torchrl_lite.envs.transforms.transforms import Transform, _norm_keys, require_keys
+from torchrl_lite.envs.transforms.transforms import Transform, _norm_keys, require_keys, td_get, td_set
 
 __all__ = ["RewardScaling", "RewardClipping", "RewardSum"]
 
@@ -35,13 +35,20 @@ class RewardScaling(Transform):
         dtype = torch.get_default_dtype()
         self.register_buffer("loc", torch.as_tensor(loc, dtype=dtype))
         self.register_buffer("scale", torch.as_tensor(scale, dtype=dtype))
-        if standard_normal:
-            a = 1.0 / self.scale.clamp_min(eps)
-            b = -self.loc * a
+        self._on_apply(None)
+
+    def _on_apply(self, fn):
+        # r * _a + _b as one addcmul, with plain attributes (no buffer lookup per step)
+        loc, scale = self._buffers["loc"], self._buffers["scale"]
+        if self.standard_normal:
+            self._a = 1.0 / scale.clamp_min(self.eps)
+            self._b = -loc * self._a
         else:
-            a, b = self.scale.clone(), self.loc.clone()
-        self.register_buffer("_a", a, persistent=False)
-        self.register_buffer("_b", b, persistent=False)
+            self._a, self._b = scale.clone(), loc.clone()
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self._on_apply(None)
 
     def _apply_transform(self, x):
         return torch.addcmul(self._b, x, self._a)
@@ -112,6 +119,9 @@ class RewardSum(Transform):
         require_keys(self, self.in_keys, specs.reward.keys(True, True))
         self._zero_specs = {out: specs.reward[inp] for inp, out in self._pairs}
 
+    def _root_keys_read(self):
+        return self.out_keys
+
     def _reset(self, tensordict, tensordict_reset):
         for _, out_key in self._pairs:
             spec = self._zero_specs.get(out_key)
@@ -122,10 +132,10 @@ class RewardSum(Transform):
 
     def _step(self, tensordict, next_tensordict):
         for in_key, out_key in self._pairs:
-            previous = tensordict.get(out_key, None)
+            previous = td_get(tensordict, out_key)
             if previous is None:
                 raise KeyError(f"RewardSum: the step input has no {out_key!r}: pass the TensorDict returned by reset() (or step_mdp of the last step). " + missing_key_message(out_key, tensordict.keys(True, True)))
-            next_tensordict.set(out_key, previous + next_tensordict.get(in_key))
+            td_set(next_tensordict, out_key, torch.add(previous, td_get(next_tensordict, in_key)))
         return next_tensordict
 
     def forward(self, tensordict):

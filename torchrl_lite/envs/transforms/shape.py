@@ -224,13 +224,24 @@ class CatTensors(Transform):
         in_keys = _norm_keys(in_keys)
         if not in_keys:
             raise ValueError("CatTensors needs in_keys: the entries to concatenate.")
-        out_key = _norm_key(out_key)
-        super().__init__(in_keys=in_keys, out_keys=[out_key])
-        self.out_key = out_key
+        self.out_key = _norm_key(out_key)
+        super().__init__(in_keys=in_keys)
+        out_key = self.out_key
         self.dim = _negative_dim("CatTensors", "dim", dim)
         self.del_keys = del_keys
         self.unsqueeze_if_oor = unsqueeze_if_oor
         self._drop = tuple(k for k in in_keys if k != out_key) if del_keys else ()
+
+    @property
+    def out_keys(self) -> list:
+        return [self.out_key]
+
+    @out_keys.setter
+    def out_keys(self, keys) -> None:
+        raise AttributeError("CatTensors writes one entry: set out_key instead.")
+
+    def _update_pairs(self) -> None:
+        self._pairs, self._inv_pairs = (), ()
 
     def _call(self, next_tensordict):
         values = [next_tensordict.get(k, None) for k in self.in_keys]

@@ -154,6 +154,15 @@ class TransformedEnv(EnvBase):
                 chain.append(specs)
         finally:
             self._building = None
+        final = chain[-1]
+        for t in transforms:
+            for key in t._root_keys_read():
+                if key not in final.observation and key not in final.state:
+                    raise ValueError(
+                        f"{type(t).__name__} reads {key!r} from each step's input, but the transformed env "
+                        f"does not return it: a later transform removes or renames it. Move "
+                        f"{type(t).__name__} after that transform (or keep the entry, e.g. del_keys=False)."
+                    )
         return chain
 
     def _install(self, transforms: list, chain: list) -> None:

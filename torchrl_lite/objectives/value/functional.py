@@ -9,6 +9,8 @@ Conventions shared by every function (time is dim ``-2``):
   is worth zero); a *truncated* step bootstraps from ``next_state_value``. Either one ends
   the episode, so no return or advantage flows across a ``done`` step. The last step of the
   batch is treated as an episode end that bootstraps (unless it is terminated).
+  ``terminated`` defaults to ``done`` (every end a termination); ``done`` is taken as
+  ``done | terminated``.
 * ``gamma`` and ``lmbda`` are Python numbers or tensors broadcastable to ``[*batch, T, 1]``;
   ``gamma[..., t, :]`` discounts what comes after step ``t``.
 
@@ -39,9 +41,9 @@ __all__ = [
 
 
 # -- input checks (run once per call, at the boundary) ----------------------------------
-def _check_shapes(fn: str, **tensors: torch.Tensor | None) -> torch.Size:
-    """All given tensors are ``[*batch, T, 1]`` with one shape; returns that shape."""
-    ref_name, ref_shape = None, None
+def _check_shapes(fn: str, **tensors: torch.Tensor | None) -> torch.Tensor:
+    """All given tensors are ``[*batch, T, 1]`` with one shape; returns the first one."""
+    ref_name, ref_shape, ref = None, None, None
     for name, value in tensors.items():
         if value is None:
             continue
@@ -55,7 +57,7 @@ def _check_shapes(fn: str, **tensors: torch.Tensor | None) -> torch.Size:
                 f"{name}.unsqueeze(-1)."
             )
         if ref_shape is None:
-            ref_name, ref_shape = name, shape
+            ref_name, ref_shape, ref = name, shape, value
         elif shape[-2] != ref_shape[-2]:
             raise ValueError(
                 f"{fn}: time dims disagree: {ref_name} has T={ref_shape[-2]} (shape "
@@ -66,28 +68,33 @@ def _check_shapes(fn: str, **tensors: torch.Tensor | None) -> torch.Size:
                 f"{fn}: {ref_name} has shape {list(ref_shape)} but {name} has shape "
                 f"{list(shape)}; every input must have the same [*batch, T, 1] shape."
             )
-    return ref_shape
+    return ref
 
 
-def _check_factor(fn: str, name: str, value, shape: torch.Size, low_open: bool):
-    """``gamma`` in (0, 1] (``low_open``) or ``lmbda`` in [0, 1]; a number or a tensor."""
+def _check_factor(fn: str, name: str, value, like: torch.Tensor, low_open: bool):
+    """``gamma`` in (0, 1] (``low_open``) or ``lmbda`` in [0, 1]; a number or a tensor.
+
+    A tensor is checked once (one host sync per call) and cast to ``like``'s dtype/device.
+    """
+    shape = like.shape
     interval = "(0, 1]" if low_open else "[0, 1]"
     if isinstance(value, torch.Tensor):
         try:
-            torch.broadcast_shapes(value.shape, shape)
+            fits = torch.broadcast_shapes(value.shape, shape) == shape
         except RuntimeError:
+            fits = False
+        if not fits:
             raise ValueError(
                 f"{fn}: {name} of shape {list(value.shape)} does not broadcast to the "
                 f"inputs' shape {list(shape)}."
-            ) from None
-        lo, hi = torch.aminmax(value.detach())  # one host sync per call, not per step
+            )
+        lo, hi = torch.aminmax(value.detach())
         lo, hi = float(lo), float(hi)
         if (lo <= 0 if low_open else lo < 0) or hi > 1:
             raise ValueError(
-                f"{fn}: {name} must lie in {interval}, got a tensor with values in "
-                f"[{lo}, {hi}]."
+                f"{fn}: {name} must lie in {interval}, got a tensor with values in [{lo}, {hi}]."
             )
-        return value
+        return value.to(dtype=like.dtype, device=like.device)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{fn}: {name} must be a number or a tensor, got {value!r}")
     if (value <= 0 if low_open else value < 0) or value > 1:
@@ -126,7 +133,13 @@ def _backward_scan(a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     T = a.shape[-2]
     shift = 1
     while shift < T:  # log2(T) levels, not T steps
-        a = torch.cat((torch.addcmul(a[..., :-shift, :], c[..., :-shift, :], a[..., shift:, :]), a[..., -shift:, :]), dim=-2)
+        a = torch.cat(
+            (
+                torch.addcmul(a[..., :-shift, :], c[..., :-shift, :], a[..., shift:, :]),
+                a[..., -shift:, :],
+            ),
+            dim=-2,
+        )
         if 2 * shift < T:
             c = torch.cat((c[..., :-shift, :] * c[..., shift:, :], c[..., -shift:, :]), dim=-2)
         shift *= 2
@@ -165,8 +178,10 @@ def td0_return_estimate(
         terminated = done
     if terminated is None:
         raise ValueError(f"{fn}: pass terminated (or done when there is no terminated flag).")
-    shape = _check_shapes(fn, next_state_value=next_state_value, reward=reward, terminated=terminated)
-    gamma = _check_factor(fn, "gamma", gamma, shape, low_open=True)
+    like = _check_shapes(
+        fn, next_state_value=next_state_value, reward=reward, terminated=terminated
+    )
+    gamma = _check_factor(fn, "gamma", gamma, like, low_open=True)
     not_terminated = (~terminated.bool()).to(reward.dtype)
     return reward + gamma * not_terminated * next_state_value
 
@@ -202,16 +217,6 @@ def td0_advantage_estimate(
 
 
 # -- TD(1) ------------------------------------------------------------------------------
-def _td1_terms(fn, gamma, next_state_value, reward, done, terminated):
-    shape = _check_shapes(fn, next_state_value=next_state_value, reward=reward, done=done, terminated=terminated)
-    gamma = _check_factor(fn, "gamma", gamma, shape, low_open=True)
-    not_done, not_terminated = _flags(done, terminated, reward, force_last=True)
-    # G[t] = r[t] + gamma[t] * (1 - term[t]) * (done[t] * V'[t] + (1 - done[t]) * G[t + 1])
-    a = reward + gamma * not_terminated * (1 - not_done) * next_state_value  # [*B, T, 1]
-    c = gamma * not_done * torch.ones_like(reward)  # [*B, T, 1]
-    return a, c
-
-
 def td1_return_estimate(
     gamma,
     next_state_value: torch.Tensor,
@@ -221,7 +226,8 @@ def td1_return_estimate(
 ) -> torch.Tensor:
     """Discounted return to the episode end, bootstrapped there unless terminated (loop).
 
-    ``G[t] = r[t] + gamma * (1 - terminated[t]) * (V(s'[t]) if done[t] else G[t + 1])``.
+    ``G[t] = r[t] + gamma * (1 - terminated[t]) * (V(s'[t]) if done[t] else G[t + 1])``:
+    TD(lambda) with ``lmbda = 1``.
 
     Args:
         gamma: discount in (0, 1], a number or a tensor broadcastable to ``[*batch, T, 1]``.
@@ -237,8 +243,9 @@ def td1_return_estimate(
                 [4.],
                 [6.]])
     """
-    a, c = _td1_terms("td1_return_estimate", gamma, next_state_value, reward, done, terminated)
-    return _loop_scan(a, c)
+    return _td_lambda_loop(
+        "td1_return_estimate", gamma, 1.0, next_state_value, reward, done, terminated
+    )
 
 
 def vec_td1_return_estimate(
@@ -259,30 +266,24 @@ def vec_td1_return_estimate(
 
     Example:
         >>> r, nv = torch.ones(3, 1), torch.full((3, 1), 10.0)
-        >>> vec_td1_return_estimate(0.5, nv, r, torch.tensor([[False], [True], [False]]))
-        tensor([[ 4.5000],
-                [ 6.0000],
-                [ 6.0000]])
+        >>> done = torch.tensor([[False], [True], [False]])  # step 1 is truncated
+        >>> vec_td1_return_estimate(0.5, nv, r, done, torch.zeros_like(done))
+        tensor([[4.],
+                [6.],
+                [6.]])
     """
-    a, c = _td1_terms("vec_td1_return_estimate", gamma, next_state_value, reward, done, terminated)
-    return _backward_scan(a, c)
-
-
-def _loop_scan(a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-    """``x[t] = a[t] + c[t] * x[t + 1]``, ``x[T] = 0``, one step at a time (reference)."""
-    out = torch.empty_like(a)
-    x = torch.zeros_like(a[..., 0, :])  # [*B, 1]
-    for t in reversed(range(a.shape[-2])):
-        x = a[..., t, :] + c[..., t, :] * x
-        out[..., t, :] = x
-    return out
+    return _td_lambda_vec(
+        "vec_td1_return_estimate", gamma, 1.0, next_state_value, reward, done, terminated
+    )
 
 
 # -- TD(lambda) -------------------------------------------------------------------------
 def _td_lambda_check(fn, gamma, lmbda, next_state_value, reward, done, terminated):
-    shape = _check_shapes(fn, next_state_value=next_state_value, reward=reward, done=done, terminated=terminated)
-    gamma = _check_factor(fn, "gamma", gamma, shape, low_open=True)
-    lmbda = _check_factor(fn, "lmbda", lmbda, shape, low_open=False)
+    like = _check_shapes(
+        fn, next_state_value=next_state_value, reward=reward, done=done, terminated=terminated
+    )
+    gamma = _check_factor(fn, "gamma", gamma, like, low_open=True)
+    lmbda = _check_factor(fn, "lmbda", lmbda, like, low_open=False)
     return gamma, lmbda
 
 
@@ -311,10 +312,15 @@ def td_lambda_return_estimate(
     Example:
         >>> r, nv = torch.ones(2, 1), torch.full((2, 1), 10.0)
         >>> td_lambda_return_estimate(0.5, 0.5, nv, r, torch.zeros(2, 1, dtype=torch.bool))
-        tensor([[4.5000],
-                [6.0000]])
+        tensor([[5.],
+                [6.]])
     """
-    fn = "td_lambda_return_estimate"
+    return _td_lambda_loop(
+        "td_lambda_return_estimate", gamma, lmbda, next_state_value, reward, done, terminated
+    )
+
+
+def _td_lambda_loop(fn, gamma, lmbda, next_state_value, reward, done, terminated):
     gamma, lmbda = _td_lambda_check(fn, gamma, lmbda, next_state_value, reward, done, terminated)
     not_done, not_terminated = _flags(done, terminated, reward, force_last=True)
     shape = reward.shape
@@ -353,22 +359,26 @@ def vec_td_lambda_return_estimate(
     Example:
         >>> r, nv = torch.ones(2, 1), torch.full((2, 1), 10.0)
         >>> vec_td_lambda_return_estimate(0.5, 0.5, nv, r, torch.zeros(2, 1, dtype=torch.bool))
-        tensor([[4.5000],
-                [6.0000]])
+        tensor([[5.],
+                [6.]])
     """
-    fn = "vec_td_lambda_return_estimate"
+    return _td_lambda_vec(
+        "vec_td_lambda_return_estimate", gamma, lmbda, next_state_value, reward, done, terminated
+    )
+
+
+def _td_lambda_vec(fn, gamma, lmbda, next_state_value, reward, done, terminated):
     gamma, lmbda = _td_lambda_check(fn, gamma, lmbda, next_state_value, reward, done, terminated)
     not_done, not_terminated = _flags(done, terminated, reward, force_last=True)
     # terminated implies done, so (1 - term) * lam * (1 - done) == lam * (1 - done)
     lam = lmbda * not_done  # [*B, T, 1]
     a = reward + gamma * not_terminated * (1 - lam) * next_state_value  # [*B, T, 1]
-    c = gamma * lam  # [*B, T, 1]
-    return _backward_scan(a, c)
+    return _backward_scan(a, gamma * lam)
 
 
 # -- GAE --------------------------------------------------------------------------------
 def _gae_check(fn, gamma, lmbda, state_value, next_state_value, reward, done, terminated):
-    shape = _check_shapes(
+    like = _check_shapes(
         fn,
         state_value=state_value,
         next_state_value=next_state_value,
@@ -376,8 +386,8 @@ def _gae_check(fn, gamma, lmbda, state_value, next_state_value, reward, done, te
         done=done,
         terminated=terminated,
     )
-    gamma = _check_factor(fn, "gamma", gamma, shape, low_open=True)
-    lmbda = _check_factor(fn, "lmbda", lmbda, shape, low_open=False)
+    gamma = _check_factor(fn, "gamma", gamma, like, low_open=True)
+    lmbda = _check_factor(fn, "lmbda", lmbda, like, low_open=False)
     return gamma, lmbda
 
 
@@ -417,7 +427,9 @@ def generalized_advantage_estimate(
                 [1.0000]])
     """
     fn = "generalized_advantage_estimate"
-    gamma, lmbda = _gae_check(fn, gamma, lmbda, state_value, next_state_value, reward, done, terminated)
+    gamma, lmbda = _gae_check(
+        fn, gamma, lmbda, state_value, next_state_value, reward, done, terminated
+    )
     not_done, not_terminated = _flags(done, terminated, reward, force_last=False)
     shape = reward.shape
     gamma = torch.as_tensor(gamma, dtype=reward.dtype, device=reward.device).expand(shape)
@@ -465,7 +477,9 @@ def vec_generalized_advantage_estimate(
                 [1.0000]])
     """
     fn = "vec_generalized_advantage_estimate"
-    gamma, lmbda = _gae_check(fn, gamma, lmbda, state_value, next_state_value, reward, done, terminated)
+    gamma, lmbda = _gae_check(
+        fn, gamma, lmbda, state_value, next_state_value, reward, done, terminated
+    )
     not_done, not_terminated = _flags(done, terminated, reward, force_last=False)
     delta = reward + gamma * not_terminated * next_state_value - state_value  # [*B, T, 1]
     advantage = _backward_scan(delta, gamma * lmbda * not_done)
@@ -490,7 +504,7 @@ def reward2go(reward: torch.Tensor, done: torch.Tensor, gamma) -> torch.Tensor:
                 [1.0000]])
     """
     fn = "reward2go"
-    shape = _check_shapes(fn, reward=reward, done=done)
-    gamma = _check_factor(fn, "gamma", gamma, shape, low_open=True)
+    like = _check_shapes(fn, reward=reward, done=done)
+    gamma = _check_factor(fn, "gamma", gamma, like, low_open=True)
     not_done = (~done.bool()).to(reward.dtype)
     return _backward_scan(reward, gamma * not_done)

@@ -1,0 +1,60 @@
+"""Env transforms: a flat, editable list of data transforms applied by ``TransformedEnv``."""
+
+from torchrl_lite.envs.transforms.action import ActionScaling
+from torchrl_lite.envs.transforms.episode import (
+    FrameSkipTransform,
+    InitTracker,
+    NoopResetEnv,
+    StepCounter,
+)
+from torchrl_lite.envs.transforms.frames import CatFrames, TimeMaxPool
+from torchrl_lite.envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImage
+from torchrl_lite.envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTransform
+from torchrl_lite.envs.transforms.observation import (
+    DoubleToFloat,
+    DTypeCastTransform,
+    ObservationNorm,
+)
+from torchrl_lite.envs.transforms.reward import RewardClipping, RewardScaling, RewardSum
+from torchrl_lite.envs.transforms.shape import (
+    CatTensors,
+    FlattenObservation,
+    PermuteTransform,
+    SqueezeTransform,
+    UnsqueezeTransform,
+)
+from torchrl_lite.envs.transforms.transformed_env import TransformedEnv
+from torchrl_lite.envs.transforms.transforms import Compose, Transform
+from torchrl_lite.envs.transforms.vecnorm import VecNorm
+
+__all__ = [
+    "ActionScaling",
+    "CatFrames",
+    "CatTensors",
+    "CenterCrop",
+    "Compose",
+    "DTypeCastTransform",
+    "DoubleToFloat",
+    "ExcludeTransform",
+    "FlattenObservation",
+    "FrameSkipTransform",
+    "GrayScale",
+    "InitTracker",
+    "NoopResetEnv",
+    "ObservationNorm",
+    "PermuteTransform",
+    "RenameTransform",
+    "Resize",
+    "RewardClipping",
+    "RewardScaling",
+    "RewardSum",
+    "SelectTransform",
+    "SqueezeTransform",
+    "StepCounter",
+    "TimeMaxPool",
+    "ToTensorImage",
+    "Transform",
+    "TransformedEnv",
+    "UnsqueezeTransform",
+    "VecNorm",
+]

@@ -1,0 +1,371 @@
+"""Continuous action distributions: ``TanhNormal``, ``IndependentNormal``, ``TanhDelta``,
+``TruncatedNormal`` and ``NormalParamsWrapper``.
+
+Every distribution treats the last dim of its parameters as the event (one action), so
+``log_prob`` returns one value per action: ``[*B]`` for parameters ``[*B, A]``.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Number
+
+import torch
+from tensordict.nn.distributions import Delta, NormalParamExtractor
+from tensordict.nn.distributions import TruncatedNormal as _TDTruncatedNormal
+from torch import distributions as D
+from torch import nn
+from torch.distributions import constraints
+from torch.nn import functional as F
+
+_EMPTY = torch.Size()
+
+__all__ = ["TanhNormal", "IndependentNormal", "TanhDelta", "TruncatedNormal", "NormalParamsWrapper"]
+
+_LOG_2 = math.log(2.0)
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def _squash_loc(loc: torch.Tensor, upscale, tanh_loc: bool) -> torch.Tensor:
+    """``upscale * tanh(loc / upscale)`` when ``tanh_loc``: keeps the location in ``±upscale``."""
+    return upscale * torch.tanh(loc / upscale) if tanh_loc else loc
+
+
+def _event_dims(loc: torch.Tensor, event_dims: int | None) -> int:
+    return min(1, loc.dim()) if event_dims is None else event_dims
+
+
+class _Bounds:
+    """``low``/``high`` as centre and half-range, floats kept as floats (no tensor ops)."""
+
+    def __init__(self, low, high, like: torch.Tensor):
+        if isinstance(low, Number) and isinstance(high, Number):
+            if not low < high:
+                raise ValueError(f"Expected low < high, got low={low}, high={high}.")
+            self.low, self.high = float(low), float(high)
+            self.center = (self.high + self.low) / 2
+            self.half = (self.high - self.low) / 2
+            self.log_half = math.log(self.half)
+            return
+        kw = {"device": like.device, "dtype": like.dtype}
+        low, high = torch.as_tensor(low, **kw), torch.as_tensor(high, **kw)
+        # the check needs the values on the host: skipped for accelerator tensors (no sync)
+        if low.device.type == "cpu" and bool((low >= high).any()):
+            raise ValueError(f"Expected low < high everywhere, got low={low}, high={high}.")
+        self.low, self.high = low, high
+        self.center = (high + low) / 2
+        self.half = (high - low) / 2
+        self.log_half = self.half.log()
+
+    def shape(self) -> torch.Size:
+        if isinstance(self.low, float):
+            return torch.Size()
+        return torch.broadcast_shapes(self.low.shape, self.high.shape)
+
+
+def _sum_event(x: torch.Tensor, event_dims: int) -> torch.Tensor:
+    return x.sum(tuple(range(-event_dims, 0))) if event_dims else x
+
+
+class TanhNormal(D.Distribution):
+    """A Normal distribution squashed by tanh into ``[low, high]``: ``a = c + h * tanh(x)``.
+
+    With ``x ~ Normal(loc, scale)``, centre ``c = (high + low) / 2`` and half-range
+    ``h = (high - low) / 2``. The log-density follows from the change of variables
+
+    ``log p(a) = log N(x; loc, scale) - log h - log(1 - tanh(x)^2)``,
+
+    where ``log(1 - tanh(x)^2) = 2 (log 2 - x - softplus(-2x))`` is computed without
+    cancellation. Values at (or, by rounding, just past) the bounds are moved inside by one
+    float epsilon before ``atanh``, so ``log_prob`` and its gradients stay finite there.
+
+    Args:
+        loc: location of the Normal before squashing, ``[*B, A]``.
+        scale: standard deviation of the Normal (positive), broadcastable to ``loc``.
+        low: lower bound, a number or a tensor broadcastable to ``loc`` (per-action).
+        high: upper bound, likewise.
+        upscale: with ``tanh_loc``, the location becomes ``upscale * tanh(loc / upscale)``.
+        tanh_loc: squash the location into ``±upscale`` first.
+        event_dims: trailing dims that form one event (default 1: ``log_prob`` is ``[*B]``).
+
+    ``mode`` and ``deterministic_sample`` are ``c + h * tanh(loc)``; ``entropy()`` is a
+    Monte-Carlo estimate (differentiable); ``mean`` has no closed form (not implemented).
+
+    Example:
+        >>> dist = TanhNormal(torch.zeros(3, 2), torch.ones(3, 2), low=-2.0, high=2.0)
+        >>> action = dist.rsample()
+        >>> action.shape, dist.log_prob(action).shape
+        (torch.Size([3, 2]), torch.Size([3]))
+        >>> bool(dist.log_prob(torch.full((3, 2), 2.0)).isfinite().all())
+        True
+        >>> dist.mode
+        tensor([[0., 0.],
+                [0., 0.],
+                [0., 0.]])
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    has_rsample = True
+    num_params = 2
+
+    def __init__(
+        self,
+        loc: torch.Tensor,
+        scale: torch.Tensor,
+        low: float | torch.Tensor = -1.0,
+        high: float | torch.Tensor = 1.0,
+        upscale: float | torch.Tensor = 5.0,
+        tanh_loc: bool = False,
+        event_dims: int | None = None,
+    ):
+        loc = _squash_loc(loc, upscale, tanh_loc)
+        if not isinstance(scale, torch.Tensor):
+            scale = torch.as_tensor(scale, device=loc.device, dtype=loc.dtype)
+        self._bounds = _Bounds(low, high, loc)
+        shape = torch.broadcast_shapes(loc.shape, scale.shape, self._bounds.shape())
+        if loc.shape != shape:
+            loc = loc.expand(shape)
+        if scale.shape != shape:
+            scale = scale.expand(shape)
+        self.loc, self.scale = loc, scale
+        self.upscale, self.tanh_loc = upscale, tanh_loc
+        self.event_dims = _event_dims(loc, event_dims)
+        split = loc.dim() - self.event_dims
+        super().__init__(shape[:split], shape[split:], validate_args=False)
+
+    @property
+    def low(self):
+        return self._bounds.low
+
+    @property
+    def high(self):
+        return self._bounds.high
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.interval(self._bounds.low, self._bounds.high)
+
+    @property
+    def base_dist(self) -> D.Normal:
+        """The Normal distribution before squashing (elementwise, no event dims)."""
+        return D.Normal(self.loc, self.scale, validate_args=False)
+
+    def _squash(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x) * self._bounds.half + self._bounds.center
+
+    def rsample(self, sample_shape=_EMPTY) -> torch.Tensor:
+        """Reparameterised sample ``[*sample_shape, *B, A]`` (gradients reach loc and scale)."""
+        shape = self._extended_shape(sample_shape)
+        eps = torch.randn(shape, device=self.loc.device, dtype=self.loc.dtype)
+        return self._squash(self.loc + self.scale * eps)
+
+    def sample(self, sample_shape=_EMPTY) -> torch.Tensor:
+        with torch.no_grad():
+            return self.rsample(sample_shape)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        """Log-density of ``value`` (``[*S, *B, A]``), summed over the event: ``[*S, *B]``."""
+        b = self._bounds
+        u = (value - b.center) / b.half  # in [-1, 1]
+        eps = torch.finfo(u.dtype).eps
+        x = torch.atanh(u.clamp(-1.0 + eps, 1.0 - eps))  # the pre-tanh value
+        z = (x - self.loc) / self.scale
+        normal_lp = -0.5 * z * z - self.scale.log() - _HALF_LOG_2PI
+        log_det = 2.0 * (_LOG_2 - x - F.softplus(-2.0 * x)) + b.log_half  # log |da/dx|
+        return _sum_event(normal_lp - log_det, self.event_dims)
+
+    @property
+    def mode(self) -> torch.Tensor:
+        """``c + h * tanh(loc)``: the squashed location, strictly inside the bounds for finite loc."""
+        return self._squash(self.loc)
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mode
+
+    def entropy(self, num_samples: int = 1) -> torch.Tensor:
+        """Monte-Carlo entropy estimate ``-mean log p(a)`` over ``num_samples`` rsamples, ``[*B]``."""
+        sample = self.rsample((num_samples,))
+        return -self.log_prob(sample).mean(0)
+
+    def __repr__(self) -> str:
+        return (
+            f"TanhNormal(loc: {list(self.loc.shape)}, scale: {list(self.scale.shape)}, "
+            f"low={self.low}, high={self.high}, event_dims={self.event_dims})"
+        )
+
+
+class IndependentNormal(D.Independent):
+    """A Normal over the last dim (``Independent(Normal(loc, scale), 1)``): ``log_prob`` sums it.
+
+    Args:
+        loc: mean, ``[*B, A]``.
+        scale: standard deviation, broadcastable to ``loc``.
+        upscale: with ``tanh_loc``, the mean becomes ``upscale * tanh(loc / upscale)``.
+        tanh_loc: squash the mean into ``±upscale`` first.
+        event_dim: trailing dims that form one event (default 1).
+
+    Example:
+        >>> dist = IndependentNormal(torch.zeros(4, 2), torch.ones(4, 2))
+        >>> dist.log_prob(torch.zeros(4, 2)).shape, dist.deterministic_sample.shape
+        (torch.Size([4]), torch.Size([4, 2]))
+    """
+
+    num_params = 2
+
+    def __init__(
+        self,
+        loc: torch.Tensor,
+        scale: torch.Tensor,
+        upscale: float = 5.0,
+        tanh_loc: bool = False,
+        event_dim: int = 1,
+    ):
+        loc = _squash_loc(loc, upscale, tanh_loc)
+        base = D.Normal(loc, scale, validate_args=False)
+        super().__init__(base, min(event_dim, base.loc.dim()), validate_args=False)
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.base_dist.loc
+
+
+class TanhDelta(Delta):
+    """A deterministic action ``c + h * tanh(param)`` in ``[low, high]`` (e.g. DDPG/TD3 actors).
+
+    Args:
+        param: the pre-tanh action, ``[*B, A]``.
+        low: lower bound, a number or a tensor broadcastable to ``param``.
+        high: upper bound, likewise.
+        event_dims: trailing dims that form one event (default 1).
+        atol: absolute tolerance of ``log_prob``'s equality test.
+        rtol: relative tolerance of ``log_prob``'s equality test.
+
+    Example:
+        >>> dist = TanhDelta(torch.tensor([[0.0, 100.0]]), low=-2.0, high=2.0)
+        >>> dist.mode
+        tensor([[0., 2.]])
+        >>> dist.log_prob(dist.sample())
+        tensor([inf])
+    """
+
+    def __init__(
+        self,
+        param: torch.Tensor,
+        low: float | torch.Tensor = -1.0,
+        high: float | torch.Tensor = 1.0,
+        event_dims: int = 1,
+        atol: float = 1e-6,
+        rtol: float = 1e-6,
+    ):
+        self._bounds = _Bounds(low, high, param)
+        value = torch.tanh(param) * self._bounds.half + self._bounds.center
+        split = value.dim() - min(event_dims, value.dim())
+        super().__init__(
+            value,
+            atol=atol,
+            rtol=rtol,
+            batch_shape=value.shape[:split],
+            event_shape=value.shape[split:],
+        )
+
+    @property
+    def low(self):
+        return self._bounds.low
+
+    @property
+    def high(self):
+        return self._bounds.high
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.interval(self._bounds.low, self._bounds.high)
+
+
+class TruncatedNormal(D.Independent):
+    """A Normal restricted to ``[low, high]`` over the last dim (tensordict's maths, TorchRL's signature).
+
+    Wraps ``tensordict.nn.distributions.TruncatedNormal(loc, scale, a, b)`` in an
+    ``Independent`` so that ``log_prob`` sums over the action dim.
+
+    Args:
+        loc: mean of the Normal before truncation, ``[*B, A]``.
+        scale: standard deviation before truncation.
+        upscale: with ``tanh_loc``, the mean becomes ``upscale * tanh(loc / upscale)``.
+        low: lower bound (number or tensor).
+        high: upper bound (number or tensor).
+        tanh_loc: squash the mean into ``±upscale`` first.
+        event_dims: trailing dims that form one event (default 1).
+
+    Example:
+        >>> dist = TruncatedNormal(torch.zeros(2, 3), torch.ones(2, 3), low=-1.0, high=1.0)
+        >>> bool(((dist.sample() >= -1) & (dist.sample() <= 1)).all()), dist.log_prob(dist.mode).shape
+        (True, torch.Size([2]))
+    """
+
+    num_params = 2
+    has_rsample = True
+
+    def __init__(
+        self,
+        loc: torch.Tensor,
+        scale: torch.Tensor,
+        upscale: float = 5.0,
+        low: float | torch.Tensor = -1.0,
+        high: float | torch.Tensor = 1.0,
+        tanh_loc: bool = False,
+        event_dims: int = 1,
+    ):
+        bounds = _Bounds(low, high, loc)
+        loc = _squash_loc(loc, upscale, tanh_loc)
+        base = _TDTruncatedNormal(loc, scale, bounds.low, bounds.high, validate_args=False)
+        self.low, self.high = bounds.low, bounds.high
+        super().__init__(base, min(event_dims, base.loc.dim()), validate_args=False)
+
+    @property
+    def mode(self) -> torch.Tensor:
+        """The location clamped into the bounds: the most likely value."""
+        base = self.base_dist
+        return torch.maximum(torch.minimum(base.loc, base._non_std_b), base._non_std_a)
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mode
+
+
+class NormalParamsWrapper(nn.Module):
+    """Wraps a module so that its output's last dim is split into a Normal's ``loc`` and ``scale``.
+
+    ``wrapper(*inputs)`` returns ``(loc, scale, *other_outputs)``; the scale goes through
+    ``scale_mapping`` and is at least ``scale_lb`` (see ``NormalParamExtractor``).
+
+    Args:
+        operator: the module whose output (last dim of even size ``2 * A``) is split.
+        scale_mapping: positive mapping of the scale half (``"biased_softplus_1.0"``,
+            ``"exp"``, ``"softplus"``, ...).
+        scale_lb: smallest scale.
+
+    Example:
+        >>> net = NormalParamsWrapper(nn.Linear(3, 4))
+        >>> loc, scale = net(torch.randn(5, 3))
+        >>> loc.shape, bool((scale > 0).all())
+        (torch.Size([5, 2]), True)
+    """
+
+    def __init__(
+        self,
+        operator: nn.Module,
+        scale_mapping: str = "biased_softplus_1.0",
+        scale_lb: float = 1e-4,
+    ):
+        super().__init__()
+        self.operator = operator
+        self.scale_mapping = scale_mapping
+        self.scale_lb = scale_lb
+        self.extractor = NormalParamExtractor(scale_mapping=scale_mapping, scale_lb=scale_lb)
+
+    def forward(self, *inputs, **kwargs) -> tuple[torch.Tensor, ...]:
+        out = self.operator(*inputs, **kwargs)
+        if not isinstance(out, tuple):
+            out = (out,)
+        return self.extractor(*out)

@@ -1,0 +1,32 @@
+"""Models: plain ``nn.Module`` networks (MLP, ConvNet, dueling Q-nets, noisy layers) and
+recurrent TensorDict modules (``LSTMModule``, ``GRUModule``)."""
+
+from torchrl_lite.modules.models.models import (
+    MLP,
+    ConvNet,
+    DuelingCnnDQNet,
+    DuelingMlpDQNet,
+    SquashDims,
+)
+from torchrl_lite.modules.models.noisy import NoisyLazyLinear, NoisyLinear, reset_noise
+from torchrl_lite.modules.models.recurrent import (
+    GRUModule,
+    LSTMModule,
+    recurrent_mode,
+    set_recurrent_mode,
+)
+
+__all__ = [
+    "MLP",
+    "ConvNet",
+    "DuelingCnnDQNet",
+    "DuelingMlpDQNet",
+    "GRUModule",
+    "LSTMModule",
+    "NoisyLazyLinear",
+    "NoisyLinear",
+    "SquashDims",
+    "recurrent_mode",
+    "reset_noise",
+    "set_recurrent_mode",
+]

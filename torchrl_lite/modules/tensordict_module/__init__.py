@@ -1,0 +1,56 @@
+"""TensorDict modules: safe wrappers, actors and critics, Q-value policies, exploration."""
+
+from torchrl_lite.modules.tensordict_module.actors import (
+    Actor,
+    ActorCriticOperator,
+    ActorCriticWrapper,
+    ActorValueOperator,
+    DistributionalQValueActor,
+    DistributionalQValueModule,
+    ProbabilisticActor,
+    QValueActor,
+    QValueModule,
+    ValueOperator,
+)
+from torchrl_lite.modules.tensordict_module.common import SafeModule, SafeSequential
+from torchrl_lite.modules.tensordict_module.exploration import (
+    AdditiveGaussianModule,
+    AdditiveGaussianWrapper,
+    EGreedyModule,
+    EGreedyWrapper,
+    ExplorationType,
+    OrnsteinUhlenbeckProcessModule,
+    OrnsteinUhlenbeckProcessWrapper,
+    exploration_type,
+    set_exploration_type,
+)
+from torchrl_lite.modules.tensordict_module.probabilistic import (
+    SafeProbabilisticModule,
+    SafeProbabilisticTensorDictSequential,
+)
+
+__all__ = [
+    "Actor",
+    "ActorCriticOperator",
+    "ActorCriticWrapper",
+    "ActorValueOperator",
+    "AdditiveGaussianModule",
+    "AdditiveGaussianWrapper",
+    "DistributionalQValueActor",
+    "DistributionalQValueModule",
+    "EGreedyModule",
+    "EGreedyWrapper",
+    "ExplorationType",
+    "OrnsteinUhlenbeckProcessModule",
+    "OrnsteinUhlenbeckProcessWrapper",
+    "ProbabilisticActor",
+    "QValueActor",
+    "QValueModule",
+    "SafeModule",
+    "SafeProbabilisticModule",
+    "SafeProbabilisticTensorDictSequential",
+    "SafeSequential",
+    "ValueOperator",
+    "exploration_type",
+    "set_exploration_type",
+]

@@ -1,0 +1,40 @@
+"""Value estimators: returns and advantages as pure functions (``functional``) and the
+modules that read a batch, call them and write ``"advantage"`` / ``"value_target"``."""
+
+from torchrl_lite.objectives.value.advantages import (
+    GAE,
+    TD0Estimator,
+    TD1Estimator,
+    TDLambdaEstimator,
+    ValueEstimatorBase,
+    ValueEstimators,
+)
+from torchrl_lite.objectives.value.functional import (
+    generalized_advantage_estimate,
+    reward2go,
+    td0_advantage_estimate,
+    td0_return_estimate,
+    td1_return_estimate,
+    td_lambda_return_estimate,
+    vec_generalized_advantage_estimate,
+    vec_td1_return_estimate,
+    vec_td_lambda_return_estimate,
+)
+
+__all__ = [
+    "GAE",
+    "TD0Estimator",
+    "TD1Estimator",
+    "TDLambdaEstimator",
+    "ValueEstimatorBase",
+    "ValueEstimators",
+    "generalized_advantage_estimate",
+    "reward2go",
+    "td0_advantage_estimate",
+    "td0_return_estimate",
+    "td1_return_estimate",
+    "td_lambda_return_estimate",
+    "vec_generalized_advantage_estimate",
+    "vec_td1_return_estimate",
+    "vec_td_lambda_return_estimate",
+]

@@ -1,0 +1,474 @@
+"""Value-estimator modules: read a batch, call a function of ``functional``, write keys.
+
+The contract: a subclass implements ``_compute(value, next_value, reward, done,
+terminated) -> (advantage, value_target)`` on ``[*batch, T, 1]`` tensors (``value`` may be
+None when only the target is asked for, and then ``advantage`` is None). Everything else
+(reading keys, calling the value network on the root and ``"next"`` observations, shapes,
+``set_keys``, ``differentiable``, ``shifted``) lives in :class:`ValueEstimatorBase`.
+
+A batch is a TensorDict whose last batch dim is time: ``[T]`` or ``[*B, T]``. Reads
+``"state_value"`` and ``("next", "state_value")`` (computed by ``value_network`` unless it
+is None), ``("next", "reward")``, ``("next", "done")`` and ``("next", "terminated")`` (the
+latter defaults to ``done`` when absent: every end is then a termination). Writes
+``"advantage"`` and ``"value_target"`` (and the values it computed).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, fields
+from enum import Enum
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+
+from torchrl_lite import _keys as K
+from torchrl_lite._utils import missing_key_message
+from torchrl_lite.objectives.value.functional import (
+    generalized_advantage_estimate,
+    td0_return_estimate,
+    td1_return_estimate,
+    td_lambda_return_estimate,
+    vec_generalized_advantage_estimate,
+    vec_td1_return_estimate,
+    vec_td_lambda_return_estimate,
+)
+
+__all__ = [
+    "ValueEstimatorBase",
+    "TD0Estimator",
+    "TD1Estimator",
+    "TDLambdaEstimator",
+    "GAE",
+    "ValueEstimators",
+]
+
+
+@dataclass
+class _AcceptedKeys:
+    """Keys an estimator reads and writes; change them with ``set_keys``.
+
+    ``reward``, ``done`` and ``terminated`` are read under ``"next"``; ``value`` is read
+    (or written) both at the root and under ``"next"``.
+    """
+
+    advantage: str | tuple = K.ADVANTAGE
+    value_target: str | tuple = K.VALUE_TARGET
+    value: str | tuple = K.STATE_VALUE
+    reward: str | tuple = K.REWARD
+    done: str | tuple = K.DONE
+    terminated: str | tuple = K.TERMINATED
+
+
+def _next(key) -> tuple:
+    return (K.NEXT, *key) if isinstance(key, tuple) else (K.NEXT, key)
+
+
+def _check_factor(cls: str, name: str, value, low_open: bool):
+    """Construction-time bound check of a number (tensors are checked per call)."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{cls}: {name} must be a number or a tensor, got {value!r}")
+    if (value <= 0 if low_open else value < 0) or value > 1:
+        interval = "(0, 1]" if low_open else "[0, 1]"
+        raise ValueError(f"{cls}: {name} must lie in {interval}, got {value}.")
+    return float(value)
+
+
+def _standardise(x: torch.Tensor, eps: float) -> torch.Tensor:
+    if x.numel() < 2:
+        return x - x.mean()
+    return (x - x.mean()) / x.std().clamp_min(eps)
+
+
+class ValueEstimatorBase(nn.Module):
+    """Base class of value estimators: key handling and value-network calls.
+
+    Args:
+        value_network: a TensorDict module reading ``in_keys`` and writing the ``value``
+            key (``"state_value"``), or None to read values already in the batch.
+        shifted: compute the values of the root and ``"next"`` observations in one call of
+            the value network, over the time-shifted sequence of observations (the true
+            final observation of each episode is inserted after its last step).
+        differentiable: let gradients flow from the outputs into the value network;
+            otherwise everything is computed under ``torch.no_grad()``.
+        skip_existing: reuse values already in the batch instead of recomputing them.
+        average_rewards: standardise the rewards (zero mean, unit std) before use.
+    """
+
+    # -- the contract ----------------------------------------------------------------
+    def _compute(self, value, next_value, reward, done, terminated):
+        """``(advantage, value_target)`` from ``[*batch, T, 1]`` tensors."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _compute")
+
+    _target_needs_value = False  # True when the target depends on V(s) (GAE)
+
+    # -- construction ----------------------------------------------------------------
+    def __init__(
+        self,
+        *,
+        value_network: nn.Module | None,
+        shifted: bool = False,
+        differentiable: bool = False,
+        skip_existing: bool = False,
+        average_rewards: bool = False,
+    ):
+        super().__init__()
+        if value_network is not None and not hasattr(value_network, "in_keys"):
+            raise TypeError(
+                f"{type(self).__name__}: value_network must be a TensorDict module with "
+                f"in_keys (e.g. TensorDictModule(net, in_keys=['observation'], "
+                f"out_keys=['state_value'])), got {type(value_network).__name__}."
+            )
+        self.value_network = value_network
+        self.shifted = shifted
+        self.differentiable = differentiable
+        self.skip_existing = skip_existing
+        self.average_rewards = average_rewards
+        self.tensor_keys = _AcceptedKeys()
+
+    def set_keys(self, **kwargs) -> ValueEstimatorBase:
+        """Rename the keys read and written, e.g. ``set_keys(value="v", reward="r")``.
+
+        Accepted names: ``advantage``, ``value_target``, ``value``, ``reward``, ``done``,
+        ``terminated``. Returns the estimator.
+        """
+        accepted = [f.name for f in fields(_AcceptedKeys)]
+        for name, key in kwargs.items():
+            if name not in accepted:
+                raise ValueError(
+                    f"{type(self).__name__}.set_keys: unknown key name {name!r}; accepted "
+                    f"names are {accepted}."
+                )
+            if not isinstance(key, (str, tuple)):
+                raise TypeError(
+                    f"{type(self).__name__}.set_keys: {name} must be a str or a tuple of "
+                    f"str, got {key!r}."
+                )
+            setattr(self.tensor_keys, name, key)
+        return self
+
+    @property
+    def in_keys(self) -> list:
+        keys = self.tensor_keys
+        net_keys = list(self.value_network.in_keys) if self.value_network is not None else []
+        return [
+            *net_keys,
+            *(_next(k) for k in net_keys),
+            _next(keys.reward),
+            _next(keys.done),
+            _next(keys.terminated),
+        ]
+
+    @property
+    def out_keys(self) -> list:
+        return [self.tensor_keys.advantage, self.tensor_keys.value_target]
+
+    # -- public calls ----------------------------------------------------------------
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Write ``"advantage"`` and ``"value_target"`` into ``tensordict``; return it."""
+        advantage, target = self._estimate(tensordict, need_value=True)
+        tensordict.set(self.tensor_keys.advantage, advantage)
+        tensordict.set(self.tensor_keys.value_target, target)
+        return tensordict
+
+    def value_estimate(
+        self, tensordict: TensorDictBase, next_value: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The value target ``[*batch, T, 1]`` (``next_value`` overrides V(s') if given)."""
+        _, target = self._estimate(
+            tensordict, need_value=self._target_needs_value, next_value=next_value
+        )
+        return target
+
+    # -- wiring ----------------------------------------------------------------------
+    def _estimate(self, td: TensorDictBase, need_value: bool, next_value=None):
+        if td.batch_dims < 1:
+            raise ValueError(
+                f"{type(self).__name__} needs a batch whose last dim is time ([T] or "
+                f"[*B, T]), got batch_size {list(td.batch_size)}."
+            )
+        keys = self.tensor_keys
+        reward = self._get(td, _next(keys.reward), "reward")
+        done = self._get(td, _next(keys.done), "done")
+        terminated = td.get(_next(keys.terminated), None)
+        for name, tensor in (("reward", reward), ("done", done), ("terminated", terminated)):
+            if tensor is not None and tensor.shape != (*td.batch_size, 1):
+                raise ValueError(
+                    f"{type(self).__name__}: {_next(getattr(keys, name))!r} has shape "
+                    f"{list(tensor.shape)} but the batch is {list(td.batch_size)}; expected "
+                    f"{[*td.batch_size, 1]} (time is the last batch dim)."
+                )
+        with torch.set_grad_enabled(self.differentiable and torch.is_grad_enabled()):
+            value, next_value = self._values(td, need_value, next_value)
+            if self.average_rewards:
+                reward = _standardise(reward, 1e-5)
+            return self._compute(value, next_value, reward, done, terminated)
+
+    def _get(self, td: TensorDictBase, key, field: str, hint: str | None = None):
+        value = td.get(key, None)
+        if value is None:
+            name = type(self).__name__
+            hint = hint or (
+                f"{name} reads it as its {field!r} key; if your data stores it under "
+                f"another name, call {name}(...).set_keys({field}=<your key>)."
+            )
+            available = td.keys(include_nested=True, leaves_only=True)
+            raise KeyError(f"{missing_key_message(key, available)} {hint}")
+        return value
+
+    def _values(self, td: TensorDictBase, need_value: bool, next_value):
+        """``(V(s), V(s'))`` as ``[*batch, T, 1]``; computed ones are written into ``td``."""
+        value_key = self.tensor_keys.value
+        net = self.value_network
+        existing = (
+            self.skip_existing and value_key in td.keys(True) and _next(value_key) in td.keys(True)
+        )
+        if net is None or existing:
+            value = self._read_values(td, value_key, root=True) if need_value else None
+            if next_value is None:
+                next_value = self._read_values(td, _next(value_key), root=False)
+            return value, next_value
+        self._check_net_inputs(td)
+        if next_value is not None:  # given by the caller: only V(s) may be needed
+            value = self._call_net(td) if need_value else None
+        else:
+            if self.shifted:
+                value, next_value = self._shifted_values(td)
+            else:
+                value = self._call_net(td) if need_value else None
+                next_value = self._call_net(td.get(K.NEXT))
+            td.set(_next(value_key), next_value)
+        if value is not None:
+            td.set(value_key, value)
+        return value, next_value
+
+    def _read_values(self, td, key, root: bool):
+        field = "value"
+        where = "the root" if root else "the 'next' entry"
+        hint = (
+            f"{type(self).__name__} has no value_network, so it reads values from {where} "
+            f"of the batch; pass value_network=... or store the values, or rename the key "
+            f"with set_keys({field}=<your key>)."
+        )
+        return self._get(td, key, field, hint if self.value_network is None else None)
+
+    def _check_net_inputs(self, td: TensorDictBase) -> None:
+        present = td.keys(include_nested=True)
+        for key in self.value_network.in_keys:
+            for full in (key, _next(key)):
+                if full not in present:
+                    raise KeyError(
+                        f"{missing_key_message(full, td.keys(True, True))} "
+                        f"{type(self).__name__} feeds it to its value network (in_keys="
+                        f"{list(self.value_network.in_keys)}), at the root and under 'next'."
+                    )
+
+    def _call_net(self, td: TensorDictBase) -> torch.Tensor:
+        out = self.value_network(td.select(*self.value_network.in_keys))
+        value = out.get(self.tensor_keys.value, None)
+        if value is None:
+            raise KeyError(
+                f"{type(self).__name__}: the value network did not write "
+                f"{self.tensor_keys.value!r} (it wrote {list(out.keys(True, True))}); set "
+                f"the key it writes with set_keys(value=<its out key>)."
+            )
+        return value
+
+    def _shifted_values(self, td: TensorDictBase):
+        """One value-network call over ``[s_0, ..., s_{T-1}]`` with, after every episode
+        end (and the batch's last step), that step's true next observation inserted."""
+        in_keys = self.value_network.in_keys
+        keys = self.tensor_keys
+        done = td.get(_next(keys.done)).bool()
+        terminated = td.get(_next(keys.terminated), None)
+        if terminated is not None:
+            done = done | terminated.bool()
+        done = done.clone()
+        done[..., -1, :] = True
+        done = done.reshape(-1)  # [N], N = prod(batch)
+        n = done.numel()
+        # position of root step i in the interleaved sequence: i + number of ends before it
+        ends_before = done.long().cumsum(0) - done.long()  # [N]
+        pos = torch.arange(n, device=done.device) + ends_before  # [N]
+        n_ends = int(done.sum())  # one host sync per batch
+        source = torch.empty(n + n_ends, dtype=torch.long, device=done.device)  # [M]
+        source[pos] = torch.arange(n, device=done.device)
+        source[pos[done] + 1] = n + torch.arange(n_ends, device=done.device)
+        root = td.select(*in_keys).reshape(-1)  # [N]
+        last = td.get(K.NEXT).select(*in_keys).reshape(-1)[done]  # [n_ends]
+        values = self._call_net(torch.cat([root, last], 0)[source])  # [M, 1]
+        shape = (*td.batch_size, 1)
+        return values[pos].reshape(shape), values[pos + 1].reshape(shape)
+
+
+class TD0Estimator(ValueEstimatorBase):
+    """One-step TD target ``r + gamma * (1 - terminated) * V(s')``; advantage = target - V(s).
+
+    Args:
+        gamma: discount in (0, 1] (a number, or a tensor broadcastable to ``[*B, T, 1]``).
+        value_network: TensorDict module writing ``"state_value"``, or None.
+        shifted, differentiable, skip_existing, average_rewards: see
+            :class:`ValueEstimatorBase`.
+
+    Example:
+        >>> from tensordict.nn import TensorDictModule
+        >>> critic = TensorDictModule(nn.Linear(3, 1), ["observation"], ["state_value"])
+        >>> batch = TensorDict({"observation": torch.randn(4, 3), "next": {
+        ...     "observation": torch.randn(4, 3), "reward": torch.randn(4, 1),
+        ...     "done": torch.zeros(4, 1, dtype=torch.bool),
+        ...     "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, [4])
+        >>> TD0Estimator(gamma=0.99, value_network=critic)(batch)["advantage"].shape
+        torch.Size([4, 1])
+    """
+
+    def __init__(self, *, gamma, value_network, **kwargs):
+        super().__init__(value_network=value_network, **kwargs)
+        self.gamma = _check_factor(type(self).__name__, "gamma", gamma, low_open=True)
+
+    def _compute(self, value, next_value, reward, done, terminated):
+        target = td0_return_estimate(self.gamma, next_value, reward, terminated, done=done)
+        return (None if value is None else target - value), target
+
+
+class TD1Estimator(ValueEstimatorBase):
+    """Discounted return to the episode end, bootstrapped there unless terminated.
+
+    Args:
+        gamma: discount in (0, 1] (a number, or a tensor broadcastable to ``[*B, T, 1]``).
+        value_network: TensorDict module writing ``"state_value"``, or None.
+        vectorized: use the loop-free functions (default) or the plain loops.
+        shifted, differentiable, skip_existing, average_rewards: see
+            :class:`ValueEstimatorBase`.
+
+    Example:
+        >>> from tensordict.nn import TensorDictModule
+        >>> critic = TensorDictModule(nn.Linear(3, 1), ["observation"], ["state_value"])
+        >>> batch = TensorDict({"observation": torch.randn(4, 3), "next": {
+        ...     "observation": torch.randn(4, 3), "reward": torch.randn(4, 1),
+        ...     "done": torch.zeros(4, 1, dtype=torch.bool)}}, [4])
+        >>> TD1Estimator(gamma=0.99, value_network=critic).value_estimate(batch).shape
+        torch.Size([4, 1])
+    """
+
+    def __init__(self, *, gamma, value_network, vectorized: bool = True, **kwargs):
+        super().__init__(value_network=value_network, **kwargs)
+        self.gamma = _check_factor(type(self).__name__, "gamma", gamma, low_open=True)
+        self.vectorized = vectorized
+
+    def _compute(self, value, next_value, reward, done, terminated):
+        fn = vec_td1_return_estimate if self.vectorized else td1_return_estimate
+        target = fn(self.gamma, next_value, reward, done, terminated)
+        return (None if value is None else target - value), target
+
+
+class TDLambdaEstimator(ValueEstimatorBase):
+    """TD(lambda) return as the target; advantage = target - V(s).
+
+    Args:
+        gamma: discount in (0, 1] (a number, or a tensor broadcastable to ``[*B, T, 1]``).
+        lmbda: lambda in [0, 1] (a number, or a tensor broadcastable to ``[*B, T, 1]``).
+        value_network: TensorDict module writing ``"state_value"``, or None.
+        vectorized: use the loop-free functions (default) or the plain loops.
+        shifted, differentiable, skip_existing, average_rewards: see
+            :class:`ValueEstimatorBase`.
+
+    Example:
+        >>> from tensordict.nn import TensorDictModule
+        >>> critic = TensorDictModule(nn.Linear(3, 1), ["observation"], ["state_value"])
+        >>> batch = TensorDict({"observation": torch.randn(2, 5, 3), "next": {
+        ...     "observation": torch.randn(2, 5, 3), "reward": torch.randn(2, 5, 1),
+        ...     "done": torch.zeros(2, 5, 1, dtype=torch.bool)}}, [2, 5])
+        >>> TDLambdaEstimator(gamma=0.99, lmbda=0.95, value_network=critic)(batch)[
+        ...     "value_target"].shape
+        torch.Size([2, 5, 1])
+    """
+
+    def __init__(self, *, gamma, lmbda, value_network, vectorized: bool = True, **kwargs):
+        super().__init__(value_network=value_network, **kwargs)
+        self.gamma = _check_factor(type(self).__name__, "gamma", gamma, low_open=True)
+        self.lmbda = _check_factor(type(self).__name__, "lmbda", lmbda, low_open=False)
+        self.vectorized = vectorized
+
+    def _compute(self, value, next_value, reward, done, terminated):
+        fn = vec_td_lambda_return_estimate if self.vectorized else td_lambda_return_estimate
+        target = fn(self.gamma, self.lmbda, next_value, reward, done, terminated)
+        return (None if value is None else target - value), target
+
+
+class GAE(ValueEstimatorBase):
+    """Generalized advantage estimate (https://arxiv.org/abs/1506.02438).
+
+    Writes the advantage and ``value_target = advantage + V(s)`` (computed before any
+    standardisation of the advantage).
+
+    Args:
+        gamma: discount in (0, 1] (a number, or a tensor broadcastable to ``[*B, T, 1]``).
+        lmbda: lambda in [0, 1] (a number, or a tensor broadcastable to ``[*B, T, 1]``).
+        value_network: TensorDict module writing ``"state_value"``, or None.
+        average_gae: standardise the advantage over the batch (zero mean, unit std).
+        vectorized: use the loop-free function (default) or the plain loop.
+        shifted, differentiable, skip_existing, average_rewards: see
+            :class:`ValueEstimatorBase`.
+
+    Example:
+        >>> from tensordict.nn import TensorDictModule
+        >>> critic = TensorDictModule(nn.Linear(3, 1), ["observation"], ["state_value"])
+        >>> batch = TensorDict({"observation": torch.randn(2, 5, 3), "next": {
+        ...     "observation": torch.randn(2, 5, 3), "reward": torch.randn(2, 5, 1),
+        ...     "done": torch.zeros(2, 5, 1, dtype=torch.bool),
+        ...     "terminated": torch.zeros(2, 5, 1, dtype=torch.bool)}}, [2, 5])
+        >>> adv_fn = GAE(value_network=critic, average_gae=True, gamma=0.99, lmbda=0.95)
+        >>> adv_fn(batch)["advantage"].shape
+        torch.Size([2, 5, 1])
+    """
+
+    _target_needs_value = True
+
+    def __init__(
+        self,
+        *,
+        gamma,
+        lmbda,
+        value_network,
+        average_gae: bool = False,
+        vectorized: bool = True,
+        **kwargs,
+    ):
+        super().__init__(value_network=value_network, **kwargs)
+        self.gamma = _check_factor(type(self).__name__, "gamma", gamma, low_open=True)
+        self.lmbda = _check_factor(type(self).__name__, "lmbda", lmbda, low_open=False)
+        self.average_gae = average_gae
+        self.vectorized = vectorized
+
+    def _compute(self, value, next_value, reward, done, terminated):
+        fn = (
+            vec_generalized_advantage_estimate
+            if self.vectorized
+            else generalized_advantage_estimate
+        )
+        advantage, target = fn(self.gamma, self.lmbda, value, next_value, reward, done, terminated)
+        if self.average_gae:
+            advantage = _standardise(advantage, 1e-4)
+        return advantage, target
+
+
+class ValueEstimators(Enum):
+    """The value estimators a loss can be given (``loss.make_value_estimator(...)``)."""
+
+    TD0 = "Bootstrapped TD (1-step return)"
+    TD1 = "TD(1) (infinity-step return)"
+    TDLambda = "TD(lambda)"
+    GAE = "Generalized advantage estimate"
+
+    @property
+    def estimator_class(self) -> type[ValueEstimatorBase]:
+        """The estimator module of this kind, e.g. ``ValueEstimators.GAE`` -> :class:`GAE`."""
+        return {
+            ValueEstimators.TD0: TD0Estimator,
+            ValueEstimators.TD1: TD1Estimator,
+            ValueEstimators.TDLambda: TDLambdaEstimator,
+            ValueEstimators.GAE: GAE,
+        }[self]
