@@ -12,6 +12,8 @@ most 1.5x the floor at batch 1 and 1.1x at batch 1000.
 
 from __future__ import annotations
 
+import statistics
+
 import torch
 from tensordict import TensorDict
 from tensordict.nn import NormalParamExtractor, TensorDictModule
@@ -28,7 +30,8 @@ from torchrl_lite.modules import (
 
 torch.set_num_threads(1)
 OBS_DIM, ACTION_DIM = 8, 2
-CALLS = {1: 500 if smoke() else 3000, 1000: 50 if smoke() else 300}
+CALLS = {1: 200, 1000: 20}  # calls per timed chunk
+ROUNDS = 5 if smoke() else 25
 TARGETS = {1: 1.5, 1000: 1.1}
 
 
@@ -80,6 +83,16 @@ def lib_actor(actor: ProbabilisticActor, td: TensorDict, calls: int) -> None:
             actor(td)
 
 
+def paired(fns: dict, calls: int, rounds: int) -> dict:
+    """Per-call seconds of each function: the median over rounds, each round timing every
+    function back to back (so load from other processes hits all of them alike)."""
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(timeit(lambda fn=fn: fn(calls), repeats=3, warmup=0) / calls)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 def rows() -> list[list]:
     torch.manual_seed(0)
     net = make_net()
@@ -90,20 +103,26 @@ def rows() -> list[list]:
             obs = torch.randn(batch, OBS_DIM)
             td = TensorDict(observation=obs, batch_size=[batch])
             with torch.set_grad_enabled(grad):
-                lib_actor(actor, td, 1)
-                assert td["sample_log_prob"].shape == (batch,)
-                floor = timeit(lambda obs=obs, c=calls: raw_torch(net, obs, c), repeats=7)
-                same = timeit(lambda obs=obs, c=calls: raw_same_dist(net, obs, c), repeats=7)
-                lib = timeit(lambda td=td, c=calls: lib_actor(actor, td, c), repeats=7)
-            us = 1e6 / calls
+                lib_actor(actor, td, 10)  # warm up, and check the output
+                if td["sample_log_prob"].shape != (batch,):
+                    raise RuntimeError(f"unexpected log-prob shape {td['sample_log_prob'].shape}")
+                t = paired(
+                    {
+                        "floor": lambda c, obs=obs: raw_torch(net, obs, c),
+                        "same": lambda c, obs=obs: raw_same_dist(net, obs, c),
+                        "lib": lambda c, td=td: lib_actor(actor, td, c),
+                    },
+                    calls,
+                    ROUNDS,
+                )
             out.append(
                 [
                     f"batch {batch}, grad {'on' if grad else 'off'}",
-                    floor * us,
-                    same * us,
-                    lib * us,
-                    lib / floor,
-                    lib / same,
+                    t["floor"] * 1e6,
+                    t["same"] * 1e6,
+                    t["lib"] * 1e6,
+                    t["lib"] / t["floor"],
+                    t["lib"] / t["same"],
                     f"<= {TARGETS[batch]}",
                 ]
             )
@@ -126,7 +145,7 @@ def main() -> None:
         rows(),
         notes=(
             "Floor: the same network on the tensor, then a hand-built torch.distributions "
-            "tanh-normal (rsample + log_prob). One thread; medians of 7 runs."
+            "tanh-normal (rsample + log_prob). One thread; per-call medians over rounds that time the three back to back."
         ),
     )
 

@@ -29,7 +29,10 @@ class CountingEnv(EnvBase):
 
     def __init__(self, limit=3, fail_at=None, sleep=0.0, extra=False):
         super().__init__()
-        obs = {"count": Unbounded((1,), dtype=torch.int64), "resets": Unbounded((1,), dtype=torch.int64)}
+        obs = {
+            "count": Unbounded((1,), dtype=torch.int64),
+            "resets": Unbounded((1,), dtype=torch.int64),
+        }
         obs["seed"] = Unbounded((1,), dtype=torch.int64)
         if extra:
             obs["extra"] = Unbounded((2,))
@@ -39,7 +42,11 @@ class CountingEnv(EnvBase):
         self.count, self.resets, self.steps, self.seed = 0, 0, 0, -1
 
     def _obs(self):
-        out = {"count": torch.tensor([self.count]), "resets": torch.tensor([self.resets]), "seed": torch.tensor([self.seed])}
+        out = {
+            "count": torch.tensor([self.count]),
+            "resets": torch.tensor([self.resets]),
+            "seed": torch.tensor([self.seed]),
+        }
         if self.extra:
             out["extra"] = torch.zeros(2)
         return out
@@ -57,7 +64,12 @@ class CountingEnv(EnvBase):
         self.count += 1
         done = torch.tensor([self.count >= self.limit])
         out = self._obs()
-        out.update(reward=tensordict["action"].clone(), done=done, terminated=done.clone(), truncated=torch.zeros(1, dtype=torch.bool))
+        out.update(
+            reward=tensordict["action"].clone(),
+            done=done,
+            terminated=done.clone(),
+            truncated=torch.zeros(1, dtype=torch.bool),
+        )
         return TensorDict(out, [])
 
     def _set_seed(self, seed):
@@ -108,7 +120,9 @@ def test_parallel_env_seed_snippet(no_leftover_workers):
     td = env_parallel.rollout(max_steps=20, policy=None)
     assert td.shape == torch.Size([4, 20])
     assert env_parallel.action_spec.is_in(td["action"])
-    assert td["pixels"].dtype == torch.uint8 and td["next", "pixels"].shape[:2] == torch.Size([4, 20])
+    assert td["pixels"].dtype == torch.uint8 and td["next", "pixels"].shape[:2] == torch.Size(
+        [4, 20]
+    )
     env_parallel.close()
 
 
@@ -230,7 +244,9 @@ def test_parallel_env_with_transforms_inside_workers(no_leftover_workers):
     T = _transforms()
 
     def make():
-        return T.TransformedEnv(GymEnv("CartPole-v1"), T.Compose(T.RewardScaling(loc=0.0, scale=2.0), T.InitTracker()))
+        return T.TransformedEnv(
+            GymEnv("CartPole-v1"), T.Compose(T.RewardScaling(loc=0.0, scale=2.0), T.InitTracker())
+        )
 
     with ParallelEnv(2, make) as parallel, SerialEnv(2, make) as serial:
         check_env_specs(parallel)
@@ -250,7 +266,11 @@ def test_parallel_env_with_step_counter_inside_workers(no_leftover_workers):
             "send only the action and state entries to their copies"
         )
     kwargs = [{"limit": 2}, {"limit": 3}]
-    with ParallelEnv(2, lambda limit: T.TransformedEnv(CountingEnv(limit), T.StepCounter()), create_env_kwargs=kwargs) as env:
+    with ParallelEnv(
+        2,
+        lambda limit: T.TransformedEnv(CountingEnv(limit), T.StepCounter()),
+        create_env_kwargs=kwargs,
+    ) as env:
         td = env.rollout(6, break_when_any_done=False)
     assert td["next", "step_count"].squeeze(-1).tolist() == [[1, 2, 1, 2, 1, 2], [1, 2, 3, 1, 2, 3]]
 
@@ -258,7 +278,10 @@ def test_parallel_env_with_step_counter_inside_workers(no_leftover_workers):
 def test_transformed_parallel_env(no_leftover_workers):
     T = _transforms()
     kwargs = [{"limit": 2}, {"limit": 3}]
-    env = T.TransformedEnv(ParallelEnv(2, CountingEnv, create_env_kwargs=kwargs), T.Compose(T.StepCounter(), T.RewardSum()))
+    env = T.TransformedEnv(
+        ParallelEnv(2, CountingEnv, create_env_kwargs=kwargs),
+        T.Compose(T.StepCounter(), T.RewardSum()),
+    )
     try:
         check_env_specs(env)
         td = env.rollout(6, break_when_any_done=False)
@@ -389,6 +412,20 @@ def test_parallel_env_fault_worker_killed_during_step(no_leftover_workers):
     _assert_all_stopped(env)
 
 
+def test_parallel_env_fault_interrupted_step_keeps_env_usable(no_leftover_workers):
+    env = ParallelEnv(2, CountingEnv, create_env_kwargs={"sleep": 0.5, "limit": 100})
+    td = env.rand_action(env.reset())
+    interrupter = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
+    interrupter.start()
+    with pytest.raises(KeyboardInterrupt):
+        env.step(td)
+    interrupter.join()
+    out = env.step(td.exclude("next"))  # the interrupted step's replies were read
+    assert out["next", "count"].flatten().tolist() == [2, 2]
+    env.close()
+    _assert_all_stopped(env)
+
+
 def test_parallel_env_fault_close_joins_workers(no_leftover_workers):
     env = ParallelEnv(3, make_cartpole)
     env.rollout(5)
@@ -425,19 +462,27 @@ _ORPHAN_SCRIPT = textwrap.dedent(
 
 @pytest.mark.parametrize("how", ["exit", "kill"])
 def test_parallel_env_fault_no_orphans_when_parent_exits(how):
-    out = subprocess.run([sys.executable, "-c", _ORPHAN_SCRIPT, how], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", _ORPHAN_SCRIPT, how], capture_output=True, text=True, timeout=60
+    )
     pids = [int(p) for p in out.stdout.split()]
     assert len(pids) == 2, out.stderr
     deadline = time.monotonic() + 5
     alive = pids
     while alive and time.monotonic() < deadline:
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = [
+            p
+            for p in pids
+            if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+        ]
         time.sleep(0.05)
     assert not alive, f"workers outlived their parent ({how}): {alive}"
 
 
 def test_parallel_env_spawn_start_method(no_leftover_workers):
-    with ParallelEnv(2, lambda: GymEnv("CartPole-v1"), mp_start_method="spawn", num_processes=1) as env:
+    with ParallelEnv(
+        2, lambda: GymEnv("CartPole-v1"), mp_start_method="spawn", num_processes=1
+    ) as env:
         with SerialEnv(2, make_cartpole) as serial:
             a, b = _rollout(serial, 1, 20), _rollout(env, 1, 20)
     for key in a.keys(True, True):

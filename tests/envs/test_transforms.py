@@ -44,16 +44,25 @@ def test_transformedenv_seed_snippet_pixels():
 
 
 def test_transformedenv_specs_pass_check_env_specs_on_gym():
-    env = TransformedEnv(GymEnv("CartPole-v1"), Compose(StepCounter(10), RewardSum(), InitTracker()))
+    env = TransformedEnv(
+        GymEnv("CartPole-v1"), Compose(StepCounter(10), RewardSum(), InitTracker())
+    )
     check_env_specs(env, seed=0)
-    assert set(env.observation_spec.keys()) == {"observation", "step_count", "episode_reward", "is_init"}
+    assert set(env.observation_spec.keys()) == {
+        "observation",
+        "step_count",
+        "episode_reward",
+        "is_init",
+    }
 
 
 def test_transformedenv_partial_resets_on_vector_gym():
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), Compose(StepCounter(), RewardSum(), InitTracker()))
+    env = TransformedEnv(
+        GymEnv("CartPole-v1", num_envs=3), Compose(StepCounter(), RewardSum(), InitTracker())
+    )
     env.set_seed(0)
     data = env.rollout(60, break_when_any_done=False)
-    assert data.batch_size == (2, 60)
+    assert data.batch_size == (3, 60)
     assert data["next", "done"].any()  # some sub-env ended and was reset alone
     # CartPole pays 1 per step: the return equals the step count, both reset-aware
     torch.testing.assert_close(data["next", "episode_reward"], data["next", "step_count"].float())
@@ -69,7 +78,12 @@ def test_compose_list_interface():
     assert t.pop(0) is a and list(t) == [b, c]
     t.insert(0, a)
     t.append(RewardSum())
-    assert [type(x).__name__ for x in t] == ["RewardScaling", "RewardClipping", "StepCounter", "RewardSum"]
+    assert [type(x).__name__ for x in t] == [
+        "RewardScaling",
+        "RewardClipping",
+        "StepCounter",
+        "RewardSum",
+    ]
     out = Compose(a, b)(TensorDict({"reward": torch.tensor([0.3, 0.8])}, [2]))
     torch.testing.assert_close(out["reward"], torch.tensor([0.6, 1.0]))
 
@@ -97,7 +111,12 @@ def test_insert_transform_index_out_of_range():
     assert len(env.transform) == 2
     env.insert_transform(2, InitTracker())  # == len: append
     env.insert_transform(-3, RewardScaling(0.0, 1.0))  # == -len: first
-    assert [type(t).__name__ for t in env.transform] == ["RewardScaling", "StepCounter", "RewardSum", "InitTracker"]
+    assert [type(t).__name__ for t in env.transform] == [
+        "RewardScaling",
+        "StepCounter",
+        "RewardSum",
+        "InitTracker",
+    ]
 
 
 def test_insert_transform_not_a_transform():
@@ -117,13 +136,17 @@ def test_transform_with_in_keys_missing_from_specs():
     with pytest.raises(KeyError) as err:
         TransformedEnv(CountingEnv(), ObservationNorm(loc=0.0, scale=1.0, in_keys=["observaton"]))
     text = str(err.value)
-    assert "'observaton'" in text and "Available keys" in text and "Did you mean 'observation'" in text
+    assert (
+        "'observaton'" in text and "Available keys" in text and "Did you mean 'observation'" in text
+    )
     with pytest.raises(KeyError, match="'pixels'.*Available keys"):
         TransformedEnv(GymEnv("CartPole-v1"), ToTensorImage())
 
 
 def test_append_invalid_transform_leaves_env_unchanged():
-    env = TransformedEnv(CountingEnv(max_count=3), ObservationNorm(loc=1.0, scale=2.0, in_keys=["observation"]))
+    env = TransformedEnv(
+        CountingEnv(max_count=3), ObservationNorm(loc=1.0, scale=2.0, in_keys=["observation"])
+    )
     spec_before = env.observation_spec.clone()
     with pytest.raises(KeyError, match="'obs'"):
         env.append_transform(RewardScaling(0.0, 1.0, in_keys=["obs"]))
@@ -132,7 +155,9 @@ def test_append_invalid_transform_leaves_env_unchanged():
         env.insert_transform(0, RenameTransform(["observation"], ["obs"]))
     assert len(env.transform) == 1 and env.observation_spec == spec_before
     assert env.transform[0].container is env
-    torch.testing.assert_close(env.rollout(2)["next", "observation"], torch.tensor([[2.0], [4.0]]))
+    torch.testing.assert_close(
+        env.rollout(2)["next", "observation"], torch.tensor([[3.0], [5.0]])
+    )  # x * 2 + 1
 
 
 def test_transform_parent_is_env_before_it():
@@ -188,10 +213,20 @@ def test_nested_transformedenv():
 
 
 def test_transform_to_and_state_dict():
-    t = Compose(ObservationNorm(loc=1.0, scale=2.0, in_keys=["observation"]), RewardScaling(0.0, 3.0))
+    t = Compose(
+        ObservationNorm(loc=1.0, scale=2.0, in_keys=["observation"]), RewardScaling(0.0, 3.0)
+    )
     assert t.to("cpu") is t
     t.double()
-    td = t(TensorDict({"observation": torch.ones(1, dtype=torch.float64), "reward": torch.ones(1, dtype=torch.float64)}, []))
+    td = t(
+        TensorDict(
+            {
+                "observation": torch.ones(1, dtype=torch.float64),
+                "reward": torch.ones(1, dtype=torch.float64),
+            },
+            [],
+        )
+    )
     assert td["observation"].dtype == torch.float64 and td["observation"].item() == 3.0
     assert td["reward"].item() == 3.0
     t2 = Compose(ObservationNorm(in_keys=["observation"]), RewardScaling(0.0, 1.0))
@@ -210,13 +245,34 @@ def test_custom_transform_subclass():
         def _apply_transform(self, x):
             return x * 2
 
-    env = TransformedEnv(CountingEnv(max_count=3), Double(in_keys=["observation"], out_keys=["twice"]))
+    env = TransformedEnv(
+        CountingEnv(max_count=3), Double(in_keys=["observation"], out_keys=["twice"])
+    )
     assert "twice" in env.observation_spec.keys()
     check_env_specs(env)
     assert env.rollout(2)["next", "twice"].flatten().tolist() == [2.0, 4.0]
 
 
 def test_transformedenv_catframes_and_vecnorm_compose():
-    env = TransformedEnv(CountingEnv(pixels=True, max_count=3), Compose(ToTensorImage(), CatFrames(2, -3), VecNorm(in_keys=["observation"])))
+    env = TransformedEnv(
+        CountingEnv(pixels=True, max_count=3),
+        Compose(ToTensorImage(), CatFrames(2, -3), VecNorm(in_keys=["observation"])),
+    )
     check_env_specs(env)
     assert env.observation_spec["pixels"].shape == (6, 6, 8)
+
+
+def test_transforms_inside_and_outside_serialenv():
+    from torchrl_lite.envs import SerialEnv
+
+    def make():
+        return TransformedEnv(CountingEnv(max_count=3), Compose(StepCounter(), RewardSum()))
+
+    env = TransformedEnv(
+        SerialEnv(2, make), Compose(InitTracker(), CatFrames(2, -1, in_keys=["observation"]))
+    )
+    assert "step_count" in env.full_state_spec.keys()  # passed to the sub-envs at each step
+    check_env_specs(env)
+    data = env.rollout(4, break_when_any_done=False)
+    assert data["next", "step_count"][0].flatten().tolist() == [1, 2, 3, 1]
+    assert data["observation"][0].tolist() == [[0, 0], [0, 1], [1, 2], [0, 0]]

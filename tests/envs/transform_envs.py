@@ -20,7 +20,14 @@ class CountingEnv(EnvBase):
     actions received by ``_step`` are recorded in ``self.actions``.
     """
 
-    def __init__(self, batch_size=(), max_count=5, pixels: bool = False, obs_dtype=torch.float32, action_dtype=torch.float32):
+    def __init__(
+        self,
+        batch_size=(),
+        max_count=5,
+        pixels: bool = False,
+        obs_dtype=torch.float32,
+        action_dtype=torch.float32,
+    ):
         super().__init__(batch_size=batch_size)
         b = tuple(self.batch_size)
         self.max_count = torch.as_tensor(max_count).expand(*b, 1).clone()
@@ -39,7 +46,9 @@ class CountingEnv(EnvBase):
         out = {"observation": self.count.to(self.obs_dtype)}
         if self.pixels:
             base = torch.arange(H * W * 3).reshape(H, W, 3)
-            out["pixels"] = ((self.count.reshape(*self.batch_size, 1, 1, 1) + base) % 256).to(torch.uint8)
+            out["pixels"] = ((self.count.reshape(*self.batch_size, 1, 1, 1) + base) % 256).to(
+                torch.uint8
+            )
         return out
 
     def _reset(self, tensordict):

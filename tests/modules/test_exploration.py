@@ -89,7 +89,9 @@ def test_egreedy_schedule_survives_state_dict():
 
 
 def test_additive_gaussian_sigma_anneals():
-    module = AdditiveGaussianModule(Bounded(-1.0, 1.0, shape=(1,)), sigma_init=2.0, sigma_end=0.5, annealing_num_steps=4)
+    module = AdditiveGaussianModule(
+        Bounded(-1.0, 1.0, shape=(1,)), sigma_init=2.0, sigma_end=0.5, annealing_num_steps=4
+    )
     values = []
     for _ in range(6):
         values.append(float(module.sigma))
@@ -98,7 +100,9 @@ def test_additive_gaussian_sigma_anneals():
 
 
 def test_ou_eps_anneals():
-    module = OrnsteinUhlenbeckProcessModule(Bounded(-1.0, 1.0, shape=(1,)), eps_init=1.0, eps_end=0.0, annealing_num_steps=10)
+    module = OrnsteinUhlenbeckProcessModule(
+        Bounded(-1.0, 1.0, shape=(1,)), eps_init=1.0, eps_end=0.0, annealing_num_steps=10
+    )
     module.step(3)
     assert float(module.eps) == pytest.approx(0.7)
 
@@ -214,7 +218,9 @@ def test_additive_gaussian_noise_std_is_sigma():
 
 def test_additive_gaussian_mean_and_std_scale_noise():
     torch.manual_seed(0)
-    module = AdditiveGaussianModule(Bounded(-100.0, 100.0, shape=(1,)), sigma_init=2.0, sigma_end=2.0, mean=1.0, std=0.5)
+    module = AdditiveGaussianModule(
+        Bounded(-100.0, 100.0, shape=(1,)), sigma_init=2.0, sigma_end=2.0, mean=1.0, std=0.5
+    )
     noise = module(TensorDict(action=torch.zeros(50_000, 1), batch_size=[50_000]))["action"]
     assert noise.mean().item() == pytest.approx(2.0, abs=0.02)  # sigma * mean
     assert noise.std().item() == pytest.approx(1.0, rel=0.02)  # sigma * std
@@ -228,7 +234,9 @@ def test_additive_gaussian_clipped_into_spec():
     assert spec.is_in(out)
     assert bool((out.abs() == 1.0).any())
     unsafe = AdditiveGaussianModule(spec, sigma_init=5.0, sigma_end=5.0, safe=False)
-    assert not spec.is_in(unsafe(TensorDict(action=torch.zeros(1000, 1), batch_size=[1000]))["action"])
+    assert not spec.is_in(
+        unsafe(TensorDict(action=torch.zeros(1000, 1), batch_size=[1000]))["action"]
+    )
 
 
 @pytest.mark.parametrize("kind", OFF_TYPES)
@@ -287,7 +295,9 @@ def test_ou_noise_follows_the_ou_update():
 def test_ou_noise_reset_where_is_init():
     torch.manual_seed(0)
     module = _ou(sigma=1.0, dt=1.0)
-    td = TensorDict(action=torch.zeros(4, 1), is_init=torch.zeros(4, 1, dtype=torch.bool), batch_size=[4])
+    td = TensorDict(
+        action=torch.zeros(4, 1), is_init=torch.zeros(4, 1, dtype=torch.bool), batch_size=[4]
+    )
     for _ in range(5):
         td.set("action", torch.zeros(4, 1))
         td = module(td)

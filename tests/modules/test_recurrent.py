@@ -317,3 +317,48 @@ def test_batched_env_partial_resets_keep_other_states_and_replay_matches():
     with torch.no_grad(), set_recurrent_mode(True):
         replay = lstm(data.exclude("embed"))
     torch.testing.assert_close(replay["embed"], data["embed"], rtol=1e-5, atol=1e-5)
+
+
+def test_set_recurrent_mode_as_decorator():
+    @set_recurrent_mode(True)
+    def inside():
+        return recurrent_mode()
+
+    assert inside() and not recurrent_mode()
+    with pytest.raises(ValueError, match="'recurrent' or 'sequential'"):
+        set_recurrent_mode("train")
+
+
+def test_primer_on_a_batched_env_carries_states_and_inside_copies_raises():
+    _transforms()
+    batched = pytest.importorskip(
+        "torchrl_lite.envs.batched_envs", reason="batched envs not importable yet"
+    )
+    from torchrl_lite.envs import GymEnv, check_env_specs
+    from torchrl_lite.envs.transforms import Compose, InitTracker, StepCounter, TransformedEnv
+
+    lstm = LSTMModule(input_size=3, hidden_size=H, in_key="observation", out_key="embed")
+    env = TransformedEnv(
+        batched.SerialEnv(2, lambda: GymEnv("Pendulum-v1")),
+        Compose(StepCounter(max_steps=4), InitTracker(), lstm.make_tensordict_primer()),
+    )
+    check_env_specs(env)
+    policy = TensorDictSequential(
+        lstm, TensorDictModule(MLP(out_features=1, num_cells=[8]), ["embed"], ["action"])
+    )
+    with torch.no_grad():
+        data = env.rollout(9, policy, break_when_any_done=False)
+        with set_recurrent_mode(True):
+            replay = lstm(data.exclude("embed"))
+    assert (data["recurrent_state_h"][:, 1:4] != 0).any()
+    torch.testing.assert_close(replay["embed"], data["embed"], rtol=1e-5, atol=1e-5)
+    inner = batched.SerialEnv(
+        2,
+        lambda: TransformedEnv(
+            GymEnv("Pendulum-v1"), Compose(InitTracker(), lstm.make_tensordict_primer())
+        ),
+    )
+    with pytest.raises(KeyError, match="append the primer to the batched env"):
+        inner.rollout(2)
+    inner.close()
+    env.close()

@@ -244,7 +244,9 @@ def test_actor_value_operator_heads():
 
 def test_actor_critic_operator_critic_reads_action():
     trunk = SafeModule(nn.Linear(3, 8), in_keys=["observation"], out_keys=["hidden"])
-    q_head = ValueOperator(MLP(in_features=9, out_features=1, num_cells=[16]), in_keys=["hidden", "action"])
+    q_head = ValueOperator(
+        MLP(in_features=9, out_features=1, num_cells=[16]), in_keys=["hidden", "action"]
+    )
     ac = ActorCriticOperator(trunk, Actor(nn.Linear(8, 1), in_keys=["hidden"]), q_head)
     td = ac(_obs(4))
     assert td["state_action_value"].shape == (4, 1)
@@ -258,7 +260,9 @@ def test_actor_critic_operator_critic_reads_action():
 
 def test_actor_critic_operator_wraps_plain_value_head_with_action():
     trunk = SafeModule(nn.Linear(3, 8), in_keys=["observation"], out_keys=["hidden"])
-    ac = ActorCriticOperator(trunk, nn.Linear(8, 1), MLP(in_features=9, out_features=1, num_cells=[4]))
+    ac = ActorCriticOperator(
+        trunk, nn.Linear(8, 1), MLP(in_features=9, out_features=1, num_cells=[4])
+    )
     assert ac.get_value_head().in_keys == ["hidden", "action"]
     assert ac(_obs(2))["state_action_value"].shape == (2, 1)
 
@@ -274,7 +278,9 @@ def test_actor_critic_wrapper():
 def test_value_operator_keys():
     assert ValueOperator(nn.Linear(3, 1)).out_keys == ["state_value"]
     assert ValueOperator(nn.Linear(3, 1)).in_keys == ["observation"]
-    qnet = ValueOperator(lambda o, a: o.sum(-1, keepdim=True) + a, in_keys=["observation", "action"])
+    qnet = ValueOperator(
+        lambda o, a: o.sum(-1, keepdim=True) + a, in_keys=["observation", "action"]
+    )
     assert qnet.out_keys == ["state_action_value"]
     td = qnet(_obs(3).set("action", torch.ones(3, 1)))
     assert td["state_action_value"].shape == (3, 1)
@@ -325,7 +331,9 @@ def test_safe_probabilistic_module_projects_sample():
     td = mod(TensorDict(loc=torch.full((4, 1), 3.0), scale=torch.ones(4, 1), batch_size=[4]))
     torch.testing.assert_close(td["action"], torch.full((4, 1), 0.5))
     unsafe = ProbabilisticActor(
-        TensorDictModule(lambda o: (o[..., :1] + 3, o[..., 1:2].abs() + 1), ["observation"], ["loc", "scale"]),
+        TensorDictModule(
+            lambda o: (o[..., :1] + 3, o[..., 1:2].abs() + 1), ["observation"], ["loc", "scale"]
+        ),
         in_keys=["loc", "scale"],
         spec=spec,
         distribution_class=torch.distributions.Normal,
@@ -342,7 +350,9 @@ def test_safe_without_spec_raises():
 
 def test_leaf_spec_with_several_out_keys_raises():
     with pytest.raises(ValueError, match="Composite"):
-        SafeModule(nn.Linear(3, 1), ["observation"], ["a", "b"], spec=Bounded(-1.0, 1.0, shape=(1,)))
+        SafeModule(
+            nn.Linear(3, 1), ["observation"], ["a", "b"], spec=Bounded(-1.0, 1.0, shape=(1,))
+        )
 
 
 # -- Q-value actors -------------------------------------------------------------------------
@@ -385,7 +395,9 @@ def test_distributional_qvalue_actor_uses_expected_value():
     # logits [B, atoms=3, actions=2]: action 0 mass on -1, action 1 mass on +1
     logits = torch.tensor([[[5.0, -5.0], [0.0, 0.0], [-5.0, 5.0]]])
     actor = DistributionalQValueActor(
-        TensorDictModule(lambda o: logits.expand(o.shape[0], 3, 2), ["observation"], ["action_value"]),
+        TensorDictModule(
+            lambda o: logits.expand(o.shape[0], 3, 2), ["observation"], ["action_value"]
+        ),
         support=support,
         action_space="categorical",
     )
@@ -398,7 +410,9 @@ def test_distributional_qvalue_actor_uses_expected_value():
 
 
 # -- bad input --------------------------------------------------------------------------------
-def _assert_missing_key(err: pytest.ExceptionInfo, key: str, module: str, present: str, match: str | None):
+def _assert_missing_key(
+    err: pytest.ExceptionInfo, key: str, module: str, present: str, match: str | None
+):
     text = str(err.value)
     assert repr(key) in text, text
     assert module in text, text
@@ -451,19 +465,26 @@ def test_sequence_missing_key_names_the_module_that_reads_it():
 
 def test_qvalue_module_missing_action_value():
     with pytest.raises(KeyError) as err:
-        QValueModule(action_space="one_hot")(TensorDict(action_values=torch.zeros(2, 3), batch_size=[2]))
+        QValueModule(action_space="one_hot")(
+            TensorDict(action_values=torch.zeros(2, 3), batch_size=[2])
+        )
     _assert_missing_key(err, "action_value", "QValueModule", "action_values", "action_values")
 
 
 def test_probabilistic_actor_distribution_lacking_parameters():
     net = TensorDictModule(nn.Linear(3, 1), ["observation"], ["loc"])
-    with pytest.raises(ValueError, match=r"TanhNormal needs the parameters \['loc', 'scale'\].*\['scale'\]"):
+    with pytest.raises(
+        ValueError, match=r"TanhNormal needs the parameters \['loc', 'scale'\].*\['scale'\]"
+    ):
         ProbabilisticActor(net, in_keys=["loc"], distribution_class=TanhNormal)
     with pytest.raises(ValueError, match="does not accept the parameters"):
         ProbabilisticActor(net, in_keys=["loc", "scale", "mu"], distribution_class=TanhNormal)
     # a constant parameter in distribution_kwargs is fine
     ok = ProbabilisticActor(
-        net, in_keys=["loc"], distribution_class=torch.distributions.Normal, distribution_kwargs={"scale": 1.0}
+        net,
+        in_keys=["loc"],
+        distribution_class=torch.distributions.Normal,
+        distribution_kwargs={"scale": 1.0},
     )
     assert ok(_obs(2))["action"].shape == (2, 1)
 
@@ -481,7 +502,9 @@ def test_actor_value_operator_needs_a_tensordict_trunk():
 def test_actor_critic_operator_value_without_action_raises():
     trunk = SafeModule(nn.Linear(3, 8), in_keys=["observation"], out_keys=["hidden"])
     with pytest.raises(ValueError, match="must read 'action'"):
-        ActorCriticOperator(trunk, nn.Linear(8, 1), ValueOperator(nn.Linear(8, 1), in_keys=["hidden"]))
+        ActorCriticOperator(
+            trunk, nn.Linear(8, 1), ValueOperator(nn.Linear(8, 1), in_keys=["hidden"])
+        )
 
 
 def test_qvalue_unknown_action_space():

@@ -118,14 +118,14 @@ def _as_factories(cls_name: str, num_workers, create_env_fn, create_env_kwargs) 
     return factories
 
 
-def _check_same_specs(cls_name: str, infos: list[_EnvInfo], first_index: int = 0) -> None:
+def _check_same_specs(cls_name: str, infos: list[_EnvInfo]) -> None:
     """Raise ValueError naming the first key whose spec differs between copies."""
     ref = infos[0]
     for j, info in enumerate(infos[1:], start=1):
         if info.batch_size != ref.batch_size:
             raise ValueError(
-                f"{cls_name}: env copy {first_index + j} has batch size {list(info.batch_size)}, "
-                f"copy {first_index} has {list(ref.batch_size)}; every copy must be the same."
+                f"{cls_name}: env copy {j} has batch size {list(info.batch_size)}, copy 0 has "
+                f"{list(ref.batch_size)}; every copy must have the same."
             )
         for name in _SPEC_NAMES:
             a, b = ref.specs[name], info.specs[name]
@@ -135,9 +135,9 @@ def _check_same_specs(cls_name: str, infos: list[_EnvInfo], first_index: int = 0
             key = next((k for k in keys if a.get(k) != b.get(k)), None)
             raise ValueError(
                 f"{cls_name}: env copies have different specs: {name} differs at key {key!r} "
-                f"(copy {first_index}: {a.get(key)!r}; copy {first_index + j}: "
-                f"{b.get(key)!r}). create_env_fn must build identical envs (only seeds may "
-                "differ); run envs with different specs separately."
+                f"(copy 0: {a.get(key)!r}; copy {j}: {b.get(key)!r}). create_env_fn must "
+                "build identical envs (only seeds may differ); run envs with different specs "
+                "separately."
             )
 
 
@@ -556,25 +556,32 @@ class ParallelEnv(_BatchedEnv):
     # -- talking to workers --------------------------------------------------------------
     def _command(self, command: bytes, workers: list[int], what: str) -> dict:
         """Send ``command`` to ``workers`` and wait for their replies (see ``_wait``)."""
-        for w in workers:
-            try:
-                self._channels[w].send(command)
-            except OSError:
-                self._fail(self._death_message(w, what))
+        sent = []
+        try:
+            for w in workers:
+                try:
+                    self._channels[w].send(command)
+                except OSError:
+                    self._fail(self._death_message(w, what))
+                sent.append(w)
+        except KeyboardInterrupt:
+            self._drain(sent)
+            raise
         return self._wait(workers, what)
 
     def _wait(self, workers: list[int], what: str) -> dict:
         """Wait for one reply from each of ``workers``; return ``{worker: payload}``.
 
         Raises RuntimeError (after shutting every worker down) if a worker replies with an
-        error or dies; a dead worker is noticed within ``_POLL_S`` seconds.
+        error or dies; a dead worker is noticed within ``_POLL_S`` seconds. After a
+        KeyboardInterrupt the replies still due are read, so the env stays usable.
         """
         if len(workers) == len(self._channels):
             poller, workers = self._poller, range(len(self._channels))
         else:
             poller = W.Poller([self._channels[w] for w in workers])
         pending = set(range(len(workers)))  # indices into ``workers``
-        replies = {}
+        replies, reading = {}, False
         try:
             while pending:
                 ready = poller.ready(_POLL_S)
@@ -585,10 +592,16 @@ class ParallelEnv(_BatchedEnv):
                 for j in ready:
                     if j not in pending:  # readable with nothing due: it died after replying
                         self._fail(self._death_message(workers[j], what))
-                    pending.discard(j)
+                    reading = True
                     replies[workers[j]] = self._read_reply(workers[j], what)
+                    reading = False
+                    pending.discard(j)
         except KeyboardInterrupt:
-            self._drain([workers[j] for j in pending])
+            if reading:  # a message was cut in the middle: the pipe cannot be trusted
+                self._failure = "interrupted while reading a worker's reply"
+                self.close()
+            else:
+                self._drain([workers[j] for j in pending])
             raise
         return replies
 
@@ -605,14 +618,16 @@ class ParallelEnv(_BatchedEnv):
         return payload
 
     def _drain(self, pending: list[int]) -> None:
-        """After an interrupt: read the replies still due, or shut down if that fails."""
+        """After an interrupt: read the replies still due; shut down if that fails or if
+        a worker failed."""
         try:
             for w in pending:
                 if not W.Poller([self._channels[w]]).ready(_JOIN_S):
-                    raise TimeoutError
-                self._channels[w].recv()
-        except BaseException:
-            self._failure = "interrupted while waiting for the workers"
+                    raise TimeoutError(f"{self._where(w)} did not reply")
+                if self._channels[w].recv()[:1] == W.ERROR:
+                    raise RuntimeError(f"{self._where(w)} failed")
+        except BaseException as err:
+            self._failure = f"interrupted while waiting for the workers ({err!r})"
             self.close()
 
     def _fail(self, message: str):

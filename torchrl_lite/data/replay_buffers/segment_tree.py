@@ -40,16 +40,6 @@ def _default_fanout(capacity: int) -> int:
     return int(min(1024, max(16, 2 ** round(math.log2(max(math.sqrt(capacity / 16), 1))))))
 
 
-def _last_write_wins(index: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Deduplicate ``index``, keeping for each position the value that comes last."""
-    if index.size < 2:
-        return index, value
-    unique, first_in_reversed = np.unique(index[::-1], return_index=True)
-    if unique.size == index.size:
-        return index, value
-    return unique, value[::-1][first_in_reversed]
-
-
 class PrioritySegmentTree:
     """Sum and min over ``capacity`` non-negative leaves, with batched prefix-sum search.
 
@@ -78,6 +68,8 @@ class PrioritySegmentTree:
         self.fanout = fanout
         self._num_blocks = -(-self.capacity // fanout)
         self._values = np.zeros(self._num_blocks * fanout)  # leaves; 0 = empty
+        self._min_values = np.full(self._num_blocks * fanout, np.inf)  # leaves; inf = empty
+        self._stamp = np.full(self._num_blocks * fanout, -1, dtype=np.int64)  # for dedupe
         self._block_cumsum = np.zeros((self._num_blocks, fanout))  # within-block prefix sums
         self._block_min = np.full(self._num_blocks, np.inf)  # smallest positive leaf per block
         self._prefix = np.zeros(self._num_blocks + 1)  # prefix[b] = sum of the blocks < b
@@ -129,15 +121,29 @@ class PrioritySegmentTree:
             raise IndexError(
                 f"priority index out of range [0, {self.capacity}): got values in [{low}, {high}]."
             )
-        index, value = _last_write_wins(index, value)
+        if index.size > 1:
+            index, value = self._last_write_wins(index, value)
         self._values[index] = value
+        self._min_values[index] = np.where(value > 0, value, np.inf)
         self._refresh_blocks(index // self.fanout)
+
+    def _last_write_wins(self, index: np.ndarray, value: np.ndarray):
+        """Deduplicate ``index``, keeping for each position the value that comes last."""
+        order = np.arange(index.size)
+        np.maximum.at(self._stamp, index, order)  # the last occurrence of each position
+        last = self._stamp[index] == order
+        self._stamp[index] = -1
+        if last.all():
+            return index, value
+        return index[last], value[last]
 
     def _refresh_blocks(self, blocks: np.ndarray) -> None:
         # a block listed twice is recomputed twice, to the same values: harmless
-        rows = torch.from_numpy(self._values.reshape(self._num_blocks, self.fanout)[blocks])
-        self._block_cumsum[blocks] = torch.cumsum(rows, 1).numpy()  # [n, fanout]
-        self._block_min[blocks] = rows.masked_fill_(rows == 0, math.inf).amin(1).numpy()
+        shape = (self._num_blocks, self.fanout)
+        rows = torch.from_numpy(self._values.reshape(shape)[blocks])  # [n, fanout]
+        self._block_cumsum[blocks] = torch.cumsum(rows, 1).numpy()
+        min_rows = torch.from_numpy(self._min_values.reshape(shape)[blocks])  # [n, fanout]
+        self._block_min[blocks] = min_rows.amin(1).numpy()
         torch.cumsum(self._block_total_t, 0, out=self._prefix_tail_t)
         self._min = self._block_min.min()
 
@@ -154,16 +160,21 @@ class PrioritySegmentTree:
             int64 array ``[B]`` of leaf indices.
         """
         u = np.minimum(np.asarray(prefix, dtype=np.float64), np.nextafter(self._prefix[-1], -1))
+        order = np.argsort(u)  # searching in increasing order is kinder to the caches
+        u = u[order]
         block = np.searchsorted(self._prefix, u, side="right") - 1  # [B]
         u = torch.from_numpy(u - self._prefix[block])  # offset inside the block
         rows = self._block_cumsum_t.index_select(0, torch.from_numpy(block))  # [B, fanout]
         u = torch.minimum(u, torch.nextafter(rows[:, -1], self._zero))
         leaf = torch.searchsorted(rows, u.unsqueeze(1), right=True).squeeze(1)  # [B]
-        return block * self.fanout + leaf.numpy()
+        out = np.empty_like(block)
+        out[order] = block * self.fanout + leaf.numpy()
+        return out
 
     def clear(self) -> None:
         """Empty every leaf."""
         self._values.fill(0.0)
+        self._min_values.fill(np.inf)
         self._block_cumsum.fill(0.0)
         self._block_min.fill(np.inf)
         self._prefix.fill(0.0)
@@ -178,6 +189,7 @@ class PrioritySegmentTree:
             )
         self.clear()
         self._values[: self.capacity] = values
+        self._min_values[: self.capacity] = np.where(values > 0, values, np.inf)
         self._refresh_blocks(np.arange(self._num_blocks))
 
     def state_dict(self) -> dict:

@@ -29,7 +29,10 @@ class ActionScaling(Transform):
     """
 
     def __init__(self, in_keys_inv=None, out_keys_inv=None):
-        super().__init__(in_keys_inv=[K.ACTION] if in_keys_inv is None else in_keys_inv, out_keys_inv=out_keys_inv)
+        super().__init__(
+            in_keys_inv=[K.ACTION] if in_keys_inv is None else in_keys_inv,
+            out_keys_inv=out_keys_inv,
+        )
         self._loc: dict = {}
         self._scale: dict = {}
         self._plan: tuple = ()
@@ -39,7 +42,9 @@ class ActionScaling(Transform):
         for key in self.in_keys_inv:
             spec = specs.action[key]
             if not isinstance(spec, Bounded) or not spec.dtype.is_floating_point:
-                raise TypeError(f"ActionScaling needs a floating-point Bounded action spec for {key!r}, got {spec}")
+                raise TypeError(
+                    f"ActionScaling needs a floating-point Bounded action spec for {key!r}, got {spec}"
+                )
             self._loc[key] = (spec.high + spec.low) / 2
             self._scale[key] = (spec.high - spec.low) / 2
         self._make_plan()
@@ -56,7 +61,9 @@ class ActionScaling(Transform):
 
     def inv(self, tensordict):
         if not self._loc:
-            raise RuntimeError("ActionScaling reads the bounds from the env's action spec: use it inside a TransformedEnv.")
+            raise RuntimeError(
+                "ActionScaling reads the bounds from the env's action spec: use it inside a TransformedEnv."
+            )
         return super().inv(tensordict)
 
     def _on_apply(self, fn):
@@ -66,4 +73,6 @@ class ActionScaling(Transform):
         self._make_plan()
 
     def _make_plan(self) -> None:
-        self._plan = tuple((i, o, self._loc[i], self._scale[i]) for i, o in self._inv_pairs if i in self._loc)
+        self._plan = tuple(
+            (i, o, self._loc[i], self._scale[i]) for i, o in self._inv_pairs if i in self._loc
+        )

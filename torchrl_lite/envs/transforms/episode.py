@@ -11,7 +11,13 @@ import torch
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Bounded, Categorical, Unbounded
-from torchrl_lite.envs.transforms.transforms import Transform, _norm_key, _reset_mask, td_get, td_set
+from torchrl_lite.envs.transforms.transforms import (
+    Transform,
+    _norm_key,
+    _reset_mask,
+    td_get,
+    td_set,
+)
 from torchrl_lite.envs.utils import step_mdp
 
 __all__ = ["StepCounter", "InitTracker", "NoopResetEnv", "FrameSkipTransform"]
@@ -45,9 +51,19 @@ class StepCounter(Transform):
         [False, True]
     """
 
-    def __init__(self, max_steps: int | None = None, truncated_key=K.TRUNCATED, step_count_key="step_count", update_done: bool = True):
-        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
-            raise ValueError(f"StepCounter: max_steps must be None or an int >= 1, got {max_steps!r}")
+    def __init__(
+        self,
+        max_steps: int | None = None,
+        truncated_key=K.TRUNCATED,
+        step_count_key="step_count",
+        update_done: bool = True,
+    ):
+        if max_steps is not None and (
+            isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+        ):
+            raise ValueError(
+                f"StepCounter: max_steps must be None or an int >= 1, got {max_steps!r}"
+            )
         self.step_count_key = _norm_key(step_count_key)
         super().__init__(in_keys=[], out_keys=[])
         self.max_steps = max_steps
@@ -71,36 +87,55 @@ class StepCounter(Transform):
     def _reset(self, tensordict, tensordict_reset):
         if self._shape is None:
             raise RuntimeError("StepCounter only runs inside a TransformedEnv.")
-        tensordict_reset.set(self.step_count_key, torch.zeros(self._shape, dtype=torch.int64, device=self._device))
+        tensordict_reset.set(
+            self.step_count_key, torch.zeros(self._shape, dtype=torch.int64, device=self._device)
+        )
         return tensordict_reset
 
     def _step(self, tensordict, next_tensordict):
         count = td_get(tensordict, self.step_count_key)
         if count is None:
-            raise KeyError(f"StepCounter: the step input has no {self.step_count_key!r}: pass the TensorDict returned by reset() (or step_mdp of the last step). " + missing_key_message(self.step_count_key, tensordict.keys(True, True)))
+            raise KeyError(
+                f"StepCounter: the step input has no {self.step_count_key!r}: pass the TensorDict returned by reset() (or step_mdp of the last step). "
+                + missing_key_message(self.step_count_key, tensordict.keys(True, True))
+            )
         count = torch.add(count, self._one)
         td_set(next_tensordict, self.step_count_key, count)
         if self.max_steps is not None:
             hit = torch.ge(count, self._max)
-            td_set(next_tensordict, self.truncated_key, torch.logical_or(td_get(next_tensordict, self.truncated_key), hit))
+            td_set(
+                next_tensordict,
+                self.truncated_key,
+                torch.logical_or(td_get(next_tensordict, self.truncated_key), hit),
+            )
             if self.update_done:
-                td_set(next_tensordict, K.DONE, torch.logical_or(td_get(next_tensordict, K.DONE), hit))
+                td_set(
+                    next_tensordict, K.DONE, torch.logical_or(td_get(next_tensordict, K.DONE), hit)
+                )
         return next_tensordict
 
     forward = _env_only("StepCounter")
 
-    def transform_observation_spec(self, observation_spec):
-        shape, device = observation_spec.shape + (1,), observation_spec.device
+    def _count_spec(self, composite):
+        shape, device = composite.shape + (1,), composite.device
         if self.max_steps is None:
-            spec = Unbounded(shape, device=device, dtype=torch.int64)
-        else:
-            spec = Bounded(0, self.max_steps, shape, device=device, dtype=torch.int64)
-        observation_spec[self.step_count_key] = spec
+            return Unbounded(shape, device=device, dtype=torch.int64)
+        return Bounded(0, self.max_steps, shape, device=device, dtype=torch.int64)
+
+    def transform_observation_spec(self, observation_spec):
+        observation_spec[self.step_count_key] = self._count_spec(observation_spec)
         return observation_spec
+
+    def transform_state_spec(self, state_spec):
+        # step() reads the count: as state, batched envs pass it to their sub-envs
+        state_spec[self.step_count_key] = self._count_spec(state_spec)
+        return state_spec
 
     def transform_done_spec(self, done_spec):
         if self.max_steps is not None and self.truncated_key not in done_spec:
-            done_spec[self.truncated_key] = Categorical(2, done_spec.shape + (1,), device=done_spec.device, dtype=torch.bool)
+            done_spec[self.truncated_key] = Categorical(
+                2, done_spec.shape + (1,), device=done_spec.device, dtype=torch.bool
+            )
         return done_spec
 
     def extra_repr(self):
@@ -132,18 +167,26 @@ class InitTracker(Transform):
     def _reset(self, tensordict, tensordict_reset):
         if self._shape is None:
             raise RuntimeError("InitTracker only runs inside a TransformedEnv.")
-        tensordict_reset.set(self.init_key, torch.ones(self._shape, dtype=torch.bool, device=self._device))
+        tensordict_reset.set(
+            self.init_key, torch.ones(self._shape, dtype=torch.bool, device=self._device)
+        )
         return tensordict_reset
 
     def _step(self, tensordict, next_tensordict):
-        td_set(next_tensordict, self.init_key, torch.zeros(self._shape, dtype=torch.bool, device=self._device))
+        td_set(
+            next_tensordict,
+            self.init_key,
+            torch.zeros(self._shape, dtype=torch.bool, device=self._device),
+        )
         return next_tensordict
 
     forward = _env_only("InitTracker")
 
     def transform_observation_spec(self, observation_spec):
         shape = observation_spec.shape + (1,)
-        observation_spec[self.init_key] = Categorical(2, shape, device=observation_spec.device, dtype=torch.bool)
+        observation_spec[self.init_key] = Categorical(
+            2, shape, device=observation_spec.device, dtype=torch.bool
+        )
         return observation_spec
 
     def extra_repr(self):
@@ -169,8 +212,15 @@ class NoopResetEnv(Transform):
     """
 
     def __init__(self, noops: int = 30, random: bool = True):
-        if isinstance(noops, bool) or not isinstance(noops, int) or noops < 0 or (random and noops < 1):
-            raise ValueError(f"NoopResetEnv: noops must be an int >= 1 (>= 0 with random=False), got {noops!r}")
+        if (
+            isinstance(noops, bool)
+            or not isinstance(noops, int)
+            or noops < 0
+            or (random and noops < 1)
+        ):
+            raise ValueError(
+                f"NoopResetEnv: noops must be an int >= 1 (>= 0 with random=False), got {noops!r}"
+            )
         super().__init__()
         self.noops, self.random = noops, random
 
@@ -196,7 +246,9 @@ class NoopResetEnv(Transform):
                     break
             else:
                 return td
-        raise RuntimeError(f"NoopResetEnv: the env ended during the no-op steps {_MAX_NOOP_TRIALS} times in a row; use fewer noops.")
+        raise RuntimeError(
+            f"NoopResetEnv: the env ended during the no-op steps {_MAX_NOOP_TRIALS} times in a row; use fewer noops."
+        )
 
     forward = _env_only("NoopResetEnv")
 
@@ -222,7 +274,9 @@ class FrameSkipTransform(Transform):
 
     def __init__(self, frame_skip: int = 1):
         if isinstance(frame_skip, bool) or not isinstance(frame_skip, int) or frame_skip < 1:
-            raise ValueError(f"FrameSkipTransform: frame_skip must be an int >= 1, got {frame_skip!r}")
+            raise ValueError(
+                f"FrameSkipTransform: frame_skip must be an int >= 1, got {frame_skip!r}"
+            )
         super().__init__()
         self.frame_skip = frame_skip
         self._reward_keys: list = []

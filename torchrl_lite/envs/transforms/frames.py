@@ -31,7 +31,9 @@ def episode_starts(tensordict) -> torch.Tensor:
     return torch.where(first, index, torch.zeros_like(index)).cummax(-1).values
 
 
-def time_windows(frames: torch.Tensor, starts: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+def time_windows(
+    frames: torch.Tensor, starts: torch.Tensor, n: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The last ``n`` frames of each step within its episode, oldest first.
 
     Args:
@@ -83,12 +85,22 @@ class CatFrames(Transform):
                 [3., 3.]])
     """
 
-    def __init__(self, N: int, dim: int, in_keys=None, out_keys=None, padding: str = "same", padding_value: float = 0.0):
+    def __init__(
+        self,
+        N: int,
+        dim: int,
+        in_keys=None,
+        out_keys=None,
+        padding: str = "same",
+        padding_value: float = 0.0,
+    ):
         super().__init__(in_keys=[K.PIXELS] if in_keys is None else in_keys, out_keys=out_keys)
         if isinstance(N, bool) or not isinstance(N, int) or N < 1:
             raise ValueError(f"CatFrames: N must be an int >= 1, got {N!r}")
         if isinstance(dim, bool) or not isinstance(dim, int) or dim >= 0:
-            raise ValueError(f"CatFrames: dim must be a negative int (counted from the last dim), got {dim!r}")
+            raise ValueError(
+                f"CatFrames: dim must be a negative int (counted from the last dim), got {dim!r}"
+            )
         if padding not in ("same", "constant"):
             raise ValueError(f"CatFrames: padding must be 'same' or 'constant', got {padding!r}")
         self.N, self.dim, self.padding, self.padding_value = N, dim, padding, padding_value
@@ -110,7 +122,9 @@ class CatFrames(Transform):
             stack = self._first_stack(frame)
             old = self._stacks.get(out_key)
             if mask is not None and old is not None and old.shape == stack.shape:
-                stack = torch.where(mask.reshape(*mask.shape, *([1] * (stack.dim() - mask.dim()))), stack, old)
+                stack = torch.where(
+                    mask.reshape(*mask.shape, *([1] * (stack.dim() - mask.dim()))), stack, old
+                )
             self._stacks[out_key] = stack
             tensordict_reset.set(out_key, stack)
         return tensordict_reset
@@ -131,7 +145,9 @@ class CatFrames(Transform):
     # -- on a stored batch ---------------------------------------------------------------
     def forward(self, tensordict):
         if tensordict.batch_dims < 1:
-            raise ValueError("CatFrames.forward needs a time dim: a TensorDict of batch size [..., T].")
+            raise ValueError(
+                "CatFrames.forward needs a time dim: a TensorDict of batch size [..., T]."
+            )
         self._check_present(tensordict, self._pairs)
         starts = episode_starts(tensordict)
         derived = {(K.NEXT, *_as_tuple(k)) for k in self.in_keys}
@@ -144,7 +160,9 @@ class CatFrames(Transform):
             if next_frames is not None:
                 size = next_frames.shape[self.dim]
                 rest = stack.narrow(self.dim, size, stack.shape[self.dim] - size)
-                tensordict.set((K.NEXT, *_as_tuple(out_key)), torch.cat([rest, next_frames], self.dim))
+                tensordict.set(
+                    (K.NEXT, *_as_tuple(out_key)), torch.cat([rest, next_frames], self.dim)
+                )
         return tensordict
 
     _call = forward
@@ -164,7 +182,13 @@ class CatFrames(Transform):
         out = map_leaf_spec(spec, lambda x: torch.cat([x] * self.N, self.dim))
         if self.padding == "constant" and hasattr(out, "low"):
             value = torch.as_tensor(self.padding_value, dtype=out.dtype)
-            out = type(out)(out.low.clamp(max=value), out.high.clamp(min=value), out.shape, device=out.device, dtype=out.dtype)
+            out = type(out)(
+                out.low.clamp(max=value),
+                out.high.clamp(min=value),
+                out.shape,
+                device=out.device,
+                dtype=out.dtype,
+            )
         return out
 
     def _attach(self, specs):
@@ -172,7 +196,9 @@ class CatFrames(Transform):
         for key in self.in_keys:
             shape = specs.find(key)[1].shape[len(specs.batch_size) :]
             if -self.dim > len(shape):
-                raise ValueError(f"CatFrames: dim {self.dim} is out of range for {key!r} of shape {list(shape)}")
+                raise ValueError(
+                    f"CatFrames: dim {self.dim} is out of range for {key!r} of shape {list(shape)}"
+                )
 
     def extra_repr(self):
         return f"N={self.N}, dim={self.dim}, padding={self.padding!r}, " + super().extra_repr()
@@ -213,7 +239,9 @@ class TimeMaxPool(Transform):
             window = frame.unsqueeze(0).expand(self.T, *frame.shape)  # [T, *B, *F]
             old = self._windows.get(out_key)
             if mask is not None and old is not None and old.shape == window.shape:
-                window = torch.where(mask.reshape(1, *mask.shape, *([1] * (frame.dim() - mask.dim()))), window, old)
+                window = torch.where(
+                    mask.reshape(1, *mask.shape, *([1] * (frame.dim() - mask.dim()))), window, old
+                )
             self._windows[out_key] = window
             tensordict_reset.set(out_key, window.amax(0))
         return tensordict_reset
@@ -231,7 +259,9 @@ class TimeMaxPool(Transform):
 
     def forward(self, tensordict):
         if tensordict.batch_dims < 1:
-            raise ValueError("TimeMaxPool.forward needs a time dim: a TensorDict of batch size [..., T].")
+            raise ValueError(
+                "TimeMaxPool.forward needs a time dim: a TensorDict of batch size [..., T]."
+            )
         self._check_present(tensordict, self._pairs)
         starts = episode_starts(tensordict)
         for in_key, out_key in self._pairs:

@@ -21,7 +21,9 @@ def _check_image_specs(transform, specs, min_dims: int = 3) -> None:
         found = specs.find(key)
         shape = found[1].shape[len(specs.batch_size) :]
         if len(shape) < min_dims:
-            raise ValueError(f"{type(transform).__name__}: {key!r} has shape {list(shape)}; an image needs at least {min_dims} dims ([..., C, H, W] or [..., H, W, C]).")
+            raise ValueError(
+                f"{type(transform).__name__}: {key!r} has shape {list(shape)}; an image needs at least {min_dims} dims ([..., C, H, W] or [..., H, W, C])."
+            )
 
 
 class ToTensorImage(Transform):
@@ -42,7 +44,14 @@ class ToTensorImage(Transform):
         (torch.Size([3, 4, 5]), torch.float32, 1.0)
     """
 
-    def __init__(self, from_int: bool | None = None, unsqueeze: bool = False, dtype: torch.dtype | None = None, in_keys=None, out_keys=None):
+    def __init__(
+        self,
+        from_int: bool | None = None,
+        unsqueeze: bool = False,
+        dtype: torch.dtype | None = None,
+        in_keys=None,
+        out_keys=None,
+    ):
         super().__init__(in_keys=_IMAGE_KEYS if in_keys is None else in_keys, out_keys=out_keys)
         self.from_int = from_int
         self.unsqueeze = unsqueeze
@@ -51,7 +60,9 @@ class ToTensorImage(Transform):
     def _apply_transform(self, x):
         from_int = not x.dtype.is_floating_point
         scale = from_int if self.from_int is None else self.from_int
-        x = x.movedim(-1, -3).to(self.dtype, memory_format=torch.contiguous_format)  # [..., C, H, W]
+        x = x.movedim(-1, -3).to(
+            self.dtype, memory_format=torch.contiguous_format
+        )  # [..., C, H, W]
         if scale:
             x = x.div_(255) if from_int else x.div(255)  # in place only on the fresh copy
         if self.unsqueeze and x.dim() == 3:
@@ -78,7 +89,14 @@ class Resize(Transform):
         torch.Size([3, 2, 2])
     """
 
-    def __init__(self, w: int, h: int | None = None, interpolation: str = "bilinear", in_keys=None, out_keys=None):
+    def __init__(
+        self,
+        w: int,
+        h: int | None = None,
+        interpolation: str = "bilinear",
+        in_keys=None,
+        out_keys=None,
+    ):
         super().__init__(in_keys=_IMAGE_KEYS if in_keys is None else in_keys, out_keys=out_keys)
         h = w if h is None else h
         for name, v in (("w", w), ("h", h)):
@@ -103,7 +121,9 @@ class Resize(Transform):
         _check_image_specs(self, specs)
 
     def extra_repr(self):
-        return f"w={self.w}, h={self.h}, interpolation={self.interpolation!r}, " + super().extra_repr()
+        return (
+            f"w={self.w}, h={self.h}, interpolation={self.interpolation!r}, " + super().extra_repr()
+        )
 
 
 class CenterCrop(Transform):
@@ -133,7 +153,9 @@ class CenterCrop(Transform):
     def _apply_transform(self, x):
         rows, cols = x.shape[-2], x.shape[-1]
         if rows < self.w or cols < self.h:
-            raise ValueError(f"CenterCrop({self.w}, {self.h}) cannot crop an image of size {rows}x{cols}")
+            raise ValueError(
+                f"CenterCrop({self.w}, {self.h}) cannot crop an image of size {rows}x{cols}"
+            )
         top = int(round((rows - self.w) / 2.0))
         left = int(round((cols - self.h) / 2.0))
         return x[..., top : top + self.w, left : left + self.h]
@@ -144,7 +166,9 @@ class CenterCrop(Transform):
         for key in self.in_keys:
             shape = specs.find(key)[1].shape
             if shape[-2] < self.w or shape[-1] < self.h:
-                raise ValueError(f"CenterCrop({self.w}, {self.h}): {key!r} images are {shape[-2]}x{shape[-1]}, smaller than the crop.")
+                raise ValueError(
+                    f"CenterCrop({self.w}, {self.h}): {key!r} images are {shape[-2]}x{shape[-1]}, smaller than the crop."
+                )
 
     def extra_repr(self):
         return f"w={self.w}, h={self.h}, " + super().extra_repr()
@@ -164,7 +188,9 @@ class GrayScale(Transform):
     """
 
     def __init__(self, in_keys=None, out_keys=None):
-        super().__init__(in_keys=_IMAGE_KEYS if in_keys is None else _norm_keys(in_keys), out_keys=out_keys)
+        super().__init__(
+            in_keys=_IMAGE_KEYS if in_keys is None else _norm_keys(in_keys), out_keys=out_keys
+        )
         self._weights = torch.tensor([0.2989, 0.587, 0.114]).reshape(3, 1, 1)  # [3, 1, 1]
 
     def _on_apply(self, fn):
@@ -175,7 +201,9 @@ class GrayScale(Transform):
             raise ValueError(f"GrayScale expects 3 channels at dim -3, got shape {list(x.shape)}")
         dtype = x.dtype
         xf = x if dtype.is_floating_point else x.float()
-        out = (xf * self._weights.to(device=xf.device, dtype=xf.dtype)).sum(-3, keepdim=True)  # [..., 1, H, W]
+        out = (xf * self._weights.to(device=xf.device, dtype=xf.dtype)).sum(
+            -3, keepdim=True
+        )  # [..., 1, H, W]
         if not dtype.is_floating_point:
             out = out.round().clamp(0, torch.iinfo(dtype).max).to(dtype)
         return out
@@ -186,4 +214,6 @@ class GrayScale(Transform):
         for key in self.in_keys:
             shape = specs.find(key)[1].shape
             if shape[-3] != 3:
-                raise ValueError(f"GrayScale: {key!r} has shape {list(shape)}; expected 3 channels at dim -3 ([..., 3, H, W]: apply ToTensorImage first).")
+                raise ValueError(
+                    f"GrayScale: {key!r} has shape {list(shape)}; expected 3 channels at dim -3 ([..., 3, H, W]: apply ToTensorImage first)."
+                )

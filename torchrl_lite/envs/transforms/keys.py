@@ -12,7 +12,9 @@ def _check_not_done(transform, keys, specs, what: str) -> None:
     done = {_as_tuple(k) for k in specs.done.keys(True, True)}
     for key in keys:
         if _as_tuple(key) in done:
-            raise ValueError(f"{type(transform).__name__} cannot {what} the done flag {key!r}: the env needs it to end episodes.")
+            raise ValueError(
+                f"{type(transform).__name__} cannot {what} the done flag {key!r}: the env needs it to end episodes."
+            )
 
 
 def _drop_specs(specs_composite, keys):
@@ -86,7 +88,9 @@ class SelectTransform(Transform):
         if len(selected_keys) == 1 and isinstance(selected_keys[0], list):
             selected_keys = selected_keys[0]
         if not keep_dones:
-            raise ValueError("SelectTransform(keep_dones=False) would remove the done flags the env needs to end episodes.")
+            raise ValueError(
+                "SelectTransform(keep_dones=False) would remove the done flags the env needs to end episodes."
+            )
         super().__init__()
         self.selected_keys = _norm_keys(list(selected_keys))
         self.keep_rewards, self.keep_dones = keep_rewards, keep_dones
@@ -143,15 +147,25 @@ class RenameTransform(Transform):
         ['obs']
     """
 
-    def __init__(self, in_keys, out_keys, in_keys_inv=None, out_keys_inv=None, create_copy: bool = False):
-        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+    def __init__(
+        self, in_keys, out_keys, in_keys_inv=None, out_keys_inv=None, create_copy: bool = False
+    ):
+        super().__init__(
+            in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv
+        )
         if in_keys_inv is not None and out_keys_inv is None:
-            raise ValueError("RenameTransform: in_keys_inv needs out_keys_inv (the policy's names).")
+            raise ValueError(
+                "RenameTransform: in_keys_inv needs out_keys_inv (the policy's names)."
+            )
         self.create_copy = create_copy
 
     def _call(self, next_tensordict):
         for in_key, out_key in self._pairs:
-            value = next_tensordict.get(in_key, None) if self.create_copy else next_tensordict.pop(in_key, None)
+            value = (
+                next_tensordict.get(in_key, None)
+                if self.create_copy
+                else next_tensordict.pop(in_key, None)
+            )
             if value is not None:
                 next_tensordict.set(out_key, value)
         return next_tensordict

@@ -57,12 +57,16 @@ class ObservationNorm(Transform):
             out_keys_inv=out_keys_inv,
         )
         if (loc is None) != (scale is None):
-            raise ValueError("ObservationNorm needs both loc and scale, or neither (then call init_stats).")
+            raise ValueError(
+                "ObservationNorm needs both loc and scale, or neither (then call init_stats)."
+            )
         self.standard_normal = standard_normal
         self.eps = eps
         for name in ("loc", "scale"):
             self.register_buffer(name, None)
-        self._a = self._b = self._ia = self._ib = None  # plain attributes: no buffer lookup per step
+        self._a = self._b = self._ia = self._ib = (
+            None  # plain attributes: no buffer lookup per step
+        )
         if loc is not None:
             self.loc = torch.as_tensor(loc, dtype=torch.get_default_dtype())
             self.scale = torch.as_tensor(scale, dtype=torch.get_default_dtype())
@@ -126,7 +130,9 @@ class ObservationNorm(Transform):
             return
         super()._check_present(tensordict, pairs)
 
-    def init_stats(self, num_iter: int, reduce_dim=0, cat_dim: int | None = None, key=None, keep_dims=None) -> None:
+    def init_stats(
+        self, num_iter: int, reduce_dim=0, cat_dim: int | None = None, key=None, keep_dims=None
+    ) -> None:
         """Set loc and scale from ``num_iter`` frames of random rollouts of the parent env.
 
         Args:
@@ -140,12 +146,16 @@ class ObservationNorm(Transform):
         """
         parent = self.parent
         if parent is None:
-            raise RuntimeError("init_stats needs the transform to be in a TransformedEnv (it rolls out the env).")
+            raise RuntimeError(
+                "init_stats needs the transform to be in a TransformedEnv (it rolls out the env)."
+            )
         if isinstance(num_iter, bool) or not isinstance(num_iter, int) or num_iter < 1:
             raise ValueError(f"init_stats: num_iter must be an int >= 1, got {num_iter!r}")
         if key is None:
             if len(self.in_keys) != 1:
-                raise ValueError(f"init_stats: this ObservationNorm has several in_keys {self.in_keys}; pass key=.")
+                raise ValueError(
+                    f"init_stats: this ObservationNorm has several in_keys {self.in_keys}; pass key=."
+                )
             key = self.in_keys[0]
         reduce = [reduce_dim] if isinstance(reduce_dim, int) else list(reduce_dim)
         if cat_dim is None:
@@ -182,7 +192,9 @@ class ObservationNorm(Transform):
         if self.loc is None:
             stats = "loc=None, scale=None"
         else:
-            stats = f"loc={self.loc.flatten()[:4].tolist()}, scale={self.scale.flatten()[:4].tolist()}"
+            stats = (
+                f"loc={self.loc.flatten()[:4].tolist()}, scale={self.scale.flatten()[:4].tolist()}"
+            )
         return f"{stats}, standard_normal={self.standard_normal}, " + super().extra_repr()
 
 
@@ -207,12 +219,24 @@ class DTypeCastTransform(Transform):
         torch.float32
     """
 
-    def __init__(self, dtype_in: torch.dtype, dtype_out: torch.dtype, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+    def __init__(
+        self,
+        dtype_in: torch.dtype,
+        dtype_out: torch.dtype,
+        in_keys=None,
+        out_keys=None,
+        in_keys_inv=None,
+        out_keys_inv=None,
+    ):
         for name, dtype in (("dtype_in", dtype_in), ("dtype_out", dtype_out)):
             if not isinstance(dtype, torch.dtype):
-                raise TypeError(f"{type(self).__name__}: {name} must be a torch.dtype, got {dtype!r}")
+                raise TypeError(
+                    f"{type(self).__name__}: {name} must be a torch.dtype, got {dtype!r}"
+                )
         self._auto = in_keys is None and in_keys_inv is None
-        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        super().__init__(
+            in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv
+        )
         self.dtype_in, self.dtype_out = dtype_in, dtype_out
 
     def _apply_transform(self, x):
@@ -226,8 +250,15 @@ class DTypeCastTransform(Transform):
 
     def _attach(self, specs):
         if self._auto:
-            self.in_keys = [k for c in (specs.observation, specs.reward) for k, s in c.items(True, True) if s.dtype == self.dtype_in]
-            self.in_keys_inv = [k for k, s in specs.action.items(True, True) if s.dtype == self.dtype_in]
+            self.in_keys = [
+                k
+                for c in (specs.observation, specs.reward)
+                for k, s in c.items(True, True)
+                if s.dtype == self.dtype_in
+            ]
+            self.in_keys_inv = [
+                k for k, s in specs.action.items(True, True) if s.dtype == self.dtype_in
+            ]
         super()._attach(specs)
 
     def forward(self, tensordict):

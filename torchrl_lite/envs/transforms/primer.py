@@ -8,6 +8,10 @@ under ``("next", key)``. The env knows nothing about it, so this transform:
 * writes ``default_value`` at every reset (only in the sub-envs being reset);
 * after each step, writes the entry into the step's output: the policy's
   ``("next", key)`` if it wrote one, else the value at the root (carried over).
+
+With ``SerialEnv``/``ParallelEnv``, append the primer to the batched env
+(``TransformedEnv(ParallelEnv(n, make_env), primer)``): the copies inside only receive the
+action, so a primer there cannot see the policy's state (its step raises ``KeyError``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import torch
 from tensordict import TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Composite, TensorSpec
 from torchrl_lite.envs.transforms.transforms import Transform, _as_tuple, _norm_key
 
@@ -168,7 +173,14 @@ class TensorDictPrimer(Transform):
             if value is None:
                 value = tensordict.get(key, None)
             if value is None:
-                value = self._value(key, self._specs[key])
+                raise KeyError(
+                    f"TensorDictPrimer: the step input has neither {key!r} nor "
+                    f"{(K.NEXT, *_as_tuple(key))!r}: pass the TensorDict returned by reset() "
+                    "(or step_mdp of the last step). Inside SerialEnv/ParallelEnv the copies "
+                    "only receive the action: append the primer to the batched env instead, "
+                    "TransformedEnv(ParallelEnv(n, make_env), primer). "
+                    + missing_key_message(key, tensordict.keys(True, True))
+                )
             next_tensordict.set(key, value)
         return next_tensordict
 

@@ -7,7 +7,13 @@ import torch
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Bounded, Unbounded
-from torchrl_lite.envs.transforms.transforms import Transform, _norm_keys, require_keys, td_get, td_set
+from torchrl_lite.envs.transforms.transforms import (
+    Transform,
+    _norm_keys,
+    require_keys,
+    td_get,
+    td_set,
+)
 
 __all__ = ["RewardScaling", "RewardClipping", "RewardSum"]
 
@@ -28,7 +34,15 @@ class RewardScaling(Transform):
         tensor([7.])
     """
 
-    def __init__(self, loc, scale, in_keys=None, out_keys=None, standard_normal: bool = False, eps: float = 1e-4):
+    def __init__(
+        self,
+        loc,
+        scale,
+        in_keys=None,
+        out_keys=None,
+        standard_normal: bool = False,
+        eps: float = 1e-4,
+    ):
         super().__init__(in_keys=[K.REWARD] if in_keys is None else in_keys, out_keys=out_keys)
         self.standard_normal = standard_normal
         self.eps = eps
@@ -54,7 +68,10 @@ class RewardScaling(Transform):
         return torch.addcmul(self._b, x, self._a)
 
     def extra_repr(self):
-        return f"loc={self.loc.tolist()}, scale={self.scale.tolist()}, standard_normal={self.standard_normal}, " + super().extra_repr()
+        return (
+            f"loc={self.loc.tolist()}, scale={self.scale.tolist()}, standard_normal={self.standard_normal}, "
+            + super().extra_repr()
+        )
 
 
 class RewardClipping(Transform):
@@ -71,7 +88,13 @@ class RewardClipping(Transform):
         tensor([-1.0000,  0.5000])
     """
 
-    def __init__(self, clamp_min: float | None = None, clamp_max: float | None = None, in_keys=None, out_keys=None):
+    def __init__(
+        self,
+        clamp_min: float | None = None,
+        clamp_max: float | None = None,
+        in_keys=None,
+        out_keys=None,
+    ):
         super().__init__(in_keys=[K.REWARD] if in_keys is None else in_keys, out_keys=out_keys)
         if clamp_min is None and clamp_max is None:
             raise ValueError("RewardClipping needs clamp_min, clamp_max or both.")
@@ -83,8 +106,14 @@ class RewardClipping(Transform):
         return x.clamp(self.clamp_min, self.clamp_max)
 
     def _transform_leaf_spec(self, spec):
-        if self.clamp_min is not None and self.clamp_max is not None and spec.dtype.is_floating_point:
-            return Bounded(self.clamp_min, self.clamp_max, spec.shape, device=spec.device, dtype=spec.dtype)
+        if (
+            self.clamp_min is not None
+            and self.clamp_max is not None
+            and spec.dtype.is_floating_point
+        ):
+            return Bounded(
+                self.clamp_min, self.clamp_max, spec.shape, device=spec.device, dtype=spec.dtype
+            )
         return super()._transform_leaf_spec(spec)
 
     def extra_repr(self):
@@ -111,7 +140,9 @@ class RewardSum(Transform):
     def __init__(self, in_keys=None, out_keys=None):
         in_keys = [K.REWARD] if in_keys is None else _norm_keys(in_keys)
         if out_keys is None:
-            out_keys = ["episode_reward"] if in_keys == [K.REWARD] else [_episode_key(k) for k in in_keys]
+            out_keys = (
+                ["episode_reward"] if in_keys == [K.REWARD] else [_episode_key(k) for k in in_keys]
+            )
         super().__init__(in_keys=in_keys, out_keys=out_keys)
         self._zero_specs: dict = {}
 
@@ -134,17 +165,26 @@ class RewardSum(Transform):
         for in_key, out_key in self._pairs:
             previous = td_get(tensordict, out_key)
             if previous is None:
-                raise KeyError(f"RewardSum: the step input has no {out_key!r}: pass the TensorDict returned by reset() (or step_mdp of the last step). " + missing_key_message(out_key, tensordict.keys(True, True)))
+                raise KeyError(
+                    f"RewardSum: the step input has no {out_key!r}: pass the TensorDict returned by reset() (or step_mdp of the last step). "
+                    + missing_key_message(out_key, tensordict.keys(True, True))
+                )
             td_set(next_tensordict, out_key, torch.add(previous, td_get(next_tensordict, in_key)))
         return next_tensordict
 
     def forward(self, tensordict):
-        raise NotImplementedError("RewardSum only runs inside a TransformedEnv (it needs the previous step's sum).")
+        raise NotImplementedError(
+            "RewardSum only runs inside a TransformedEnv (it needs the previous step's sum)."
+        )
 
     def transform_observation_spec(self, observation_spec):
         for out_key, spec in self._zero_specs.items():
             observation_spec[out_key] = Unbounded(spec.shape, device=spec.device, dtype=spec.dtype)
         return observation_spec
+
+    def transform_state_spec(self, state_spec):
+        # step() reads the running sum: as state, batched envs pass it to their sub-envs
+        return self.transform_observation_spec(state_spec)
 
     def transform_reward_spec(self, reward_spec):
         return reward_spec

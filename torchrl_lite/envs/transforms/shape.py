@@ -10,14 +10,28 @@ import torch
 
 from torchrl_lite import _keys as K
 from torchrl_lite.data.tensor_specs import Bounded, Unbounded
-from torchrl_lite.envs.transforms.transforms import Transform, _norm_key, _norm_keys, map_leaf_spec, require_keys
+from torchrl_lite.envs.transforms.transforms import (
+    Transform,
+    _norm_key,
+    _norm_keys,
+    map_leaf_spec,
+    require_keys,
+)
 
-__all__ = ["UnsqueezeTransform", "SqueezeTransform", "FlattenObservation", "PermuteTransform", "CatTensors"]
+__all__ = [
+    "UnsqueezeTransform",
+    "SqueezeTransform",
+    "FlattenObservation",
+    "PermuteTransform",
+    "CatTensors",
+]
 
 
 def _negative_dim(transform_name: str, name: str, dim) -> int:
     if isinstance(dim, bool) or not isinstance(dim, int) or dim >= 0:
-        raise ValueError(f"{transform_name}: {name} must be a negative int (counted from the last dim, so that batch dims do not matter), got {dim!r}")
+        raise ValueError(
+            f"{transform_name}: {name} must be a negative int (counted from the last dim, so that batch dims do not matter), got {dim!r}"
+        )
     return dim
 
 
@@ -46,7 +60,9 @@ class UnsqueezeTransform(Transform):
     """
 
     def __init__(self, dim: int, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
-        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        super().__init__(
+            in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv
+        )
         _require_keys_given(type(self).__name__, self.in_keys, self.in_keys_inv)
         self.dim = _negative_dim(type(self).__name__, "dim", dim)
 
@@ -64,7 +80,9 @@ class UnsqueezeTransform(Transform):
         for key in self.in_keys + self.in_keys_inv:
             shape = _feature_shape(specs, key)
             if -self.dim > len(shape) + 1:
-                raise ValueError(f"{type(self).__name__}: dim {self.dim} is out of range for {key!r} of shape {list(shape)}")
+                raise ValueError(
+                    f"{type(self).__name__}: dim {self.dim} is out of range for {key!r} of shape {list(shape)}"
+                )
 
     def extra_repr(self):
         return f"dim={self.dim}, " + super().extra_repr()
@@ -86,13 +104,17 @@ class SqueezeTransform(Transform):
     """
 
     def __init__(self, dim: int, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
-        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        super().__init__(
+            in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv
+        )
         _require_keys_given(type(self).__name__, self.in_keys, self.in_keys_inv)
         self.dim = _negative_dim(type(self).__name__, "dim", dim)
 
     def _apply_transform(self, x):
         if x.shape[self.dim] != 1:
-            raise ValueError(f"SqueezeTransform: dim {self.dim} of shape {list(x.shape)} has size {x.shape[self.dim]}, not 1")
+            raise ValueError(
+                f"SqueezeTransform: dim {self.dim} of shape {list(x.shape)} has size {x.shape[self.dim]}, not 1"
+            )
         return x.squeeze(self.dim)
 
     def _inv_apply_transform(self, x):
@@ -106,7 +128,9 @@ class SqueezeTransform(Transform):
         for key in self.in_keys + self.in_keys_inv:
             shape = _feature_shape(specs, key)
             if -self.dim > len(shape) or shape[self.dim] != 1:
-                raise ValueError(f"SqueezeTransform: {key!r} has shape {list(shape)}; dim {self.dim} must exist and have size 1")
+                raise ValueError(
+                    f"SqueezeTransform: {key!r} has shape {list(shape)}; dim {self.dim} must exist and have size 1"
+                )
 
     def extra_repr(self):
         return f"dim={self.dim}, " + super().extra_repr()
@@ -131,7 +155,9 @@ class FlattenObservation(Transform):
         self.first_dim = _negative_dim("FlattenObservation", "first_dim", first_dim)
         self.last_dim = _negative_dim("FlattenObservation", "last_dim", last_dim)
         if first_dim > last_dim:
-            raise ValueError(f"FlattenObservation: first_dim {first_dim} must be <= last_dim {last_dim}")
+            raise ValueError(
+                f"FlattenObservation: first_dim {first_dim} must be <= last_dim {last_dim}"
+            )
 
     def _apply_transform(self, x):
         return x.flatten(self.first_dim, self.last_dim)
@@ -141,7 +167,9 @@ class FlattenObservation(Transform):
         for key in self.in_keys:
             shape = _feature_shape(specs, key)
             if -self.first_dim > len(shape):
-                raise ValueError(f"FlattenObservation: first_dim {self.first_dim} is out of range for {key!r} of shape {list(shape)}")
+                raise ValueError(
+                    f"FlattenObservation: first_dim {self.first_dim} is out of range for {key!r} of shape {list(shape)}"
+                )
 
     def extra_repr(self):
         return f"first_dim={self.first_dim}, last_dim={self.last_dim}, " + super().extra_repr()
@@ -164,12 +192,16 @@ class PermuteTransform(Transform):
     """
 
     def __init__(self, dims, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
-        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        super().__init__(
+            in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv
+        )
         _require_keys_given("PermuteTransform", self.in_keys, self.in_keys_inv)
         dims = [int(d) for d in dims]
         k = len(dims)
         if sorted(dims) != list(range(-k, 0)):
-            raise ValueError(f"PermuteTransform: dims must be a reordering of {list(range(-k, 0))}, got {dims}")
+            raise ValueError(
+                f"PermuteTransform: dims must be a reordering of {list(range(-k, 0))}, got {dims}"
+            )
         self.dims = dims
         inverse = [0] * k
         for i, d in enumerate(dims):
@@ -181,7 +213,9 @@ class PermuteTransform(Transform):
         perm = self._cache.get((ndim, inverse))
         if perm is None:
             dims = self.inv_dims if inverse else self.dims
-            perm = self._cache[(ndim, inverse)] = list(range(ndim - len(dims))) + [ndim + d for d in dims]
+            perm = self._cache[(ndim, inverse)] = list(range(ndim - len(dims))) + [
+                ndim + d for d in dims
+            ]
         return perm
 
     def _apply_transform(self, x):
@@ -198,7 +232,9 @@ class PermuteTransform(Transform):
         for key in self.in_keys + self.in_keys_inv:
             shape = _feature_shape(specs, key)
             if len(self.dims) > len(shape):
-                raise ValueError(f"PermuteTransform: dims {self.dims} need {len(self.dims)} dims, {key!r} has shape {list(shape)}")
+                raise ValueError(
+                    f"PermuteTransform: dims {self.dims} need {len(self.dims)} dims, {key!r} has shape {list(shape)}"
+                )
 
     def extra_repr(self):
         return f"dims={self.dims}, " + super().extra_repr()
@@ -220,7 +256,14 @@ class CatTensors(Transform):
         tensor([0., 0., 1.])
     """
 
-    def __init__(self, in_keys=None, out_key="observation_vector", dim: int = -1, del_keys: bool = True, unsqueeze_if_oor: bool = False):
+    def __init__(
+        self,
+        in_keys=None,
+        out_key="observation_vector",
+        dim: int = -1,
+        del_keys: bool = True,
+        unsqueeze_if_oor: bool = False,
+    ):
         in_keys = _norm_keys(in_keys)
         if not in_keys:
             raise ValueError("CatTensors needs in_keys: the entries to concatenate.")
@@ -249,7 +292,9 @@ class CatTensors(Transform):
             return next_tensordict
         if any(v is None for v in values):
             missing = [k for k, v in zip(self.in_keys, values) if v is None]
-            raise KeyError(f"CatTensors: entries {missing} are missing; present: {list(next_tensordict.keys(True, True))}")
+            raise KeyError(
+                f"CatTensors: entries {missing} are missing; present: {list(next_tensordict.keys(True, True))}"
+            )
         if self.unsqueeze_if_oor:
             need = next_tensordict.batch_dims - self.dim
             values = [v.unsqueeze(-1) if v.dim() < need else v for v in values]

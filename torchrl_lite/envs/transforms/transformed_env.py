@@ -44,7 +44,9 @@ class TransformedEnv(EnvBase):
         if transform is None:
             transform = Compose()
         elif not isinstance(transform, Transform):
-            raise TypeError(f"TransformedEnv expects a Transform or Compose, got {type(transform).__name__}: {transform!r}")
+            raise TypeError(
+                f"TransformedEnv expects a Transform or Compose, got {type(transform).__name__}: {transform!r}"
+            )
         elif not isinstance(transform, Compose):
             transform = Compose(transform)
         self.base_env = env
@@ -94,12 +96,16 @@ class TransformedEnv(EnvBase):
     @transform.setter
     def transform(self, transform: Transform) -> None:
         if not isinstance(transform, Transform):
-            raise TypeError(f"transform must be a Transform or Compose, got {type(transform).__name__}")
+            raise TypeError(
+                f"transform must be a Transform or Compose, got {type(transform).__name__}"
+            )
         if not isinstance(transform, Compose):
             transform = Compose(transform)
         owner = transform.container
         if owner is not None and owner is not self:
-            raise ValueError("This Compose already belongs to another TransformedEnv; pass transform.clone().")
+            raise ValueError(
+                "This Compose already belongs to another TransformedEnv; pass transform.clone()."
+            )
         old = self._compose
         self._compose = transform
         try:
@@ -124,7 +130,9 @@ class TransformedEnv(EnvBase):
         for t in transforms:
             owner = t.container
             if owner is not None and owner is not self:
-                raise ValueError(f"{type(t).__name__} already belongs to another TransformedEnv; pass {type(t).__name__}.clone().")
+                raise ValueError(
+                    f"{type(t).__name__} already belongs to another TransformedEnv; pass {type(t).__name__}.clone()."
+                )
         if len({id(t) for t in transforms}) != len(transforms):
             raise ValueError("The same transform object appears twice in the list; clone() it.")
         previous = list(self.__dict__["_transforms"]) if "_transforms" in self.__dict__ else None
@@ -157,7 +165,7 @@ class TransformedEnv(EnvBase):
         final = chain[-1]
         for t in transforms:
             for key in t._root_keys_read():
-                if key not in final.observation and key not in final.state:
+                if key not in final.observation:
                     raise ValueError(
                         f"{type(t).__name__} reads {key!r} from each step's input, but the transformed env "
                         f"does not return it: a later transform removes or renames it. Move "
@@ -168,7 +176,9 @@ class TransformedEnv(EnvBase):
     def _install(self, transforms: list, chain: list) -> None:
         self._transforms = tuple(transforms)
         self._inv_transforms = tuple(
-            t for t in reversed(transforms) if t.in_keys_inv or type(t)._inv_call is not Transform._inv_call
+            t
+            for t in reversed(transforms)
+            if t.in_keys_inv or type(t)._inv_call is not Transform._inv_call
         )
         self._chain = chain
         self._views = {}
@@ -226,7 +236,9 @@ class _ParentEnv(TransformedEnv):
 
     def __init__(self, base_env: EnvBase, transforms, specs: EnvSpecs):
         self.base_env = base_env
-        EnvBase.__init__(self, device=base_env.device, batch_size=base_env.batch_size, spec_check="never")
+        EnvBase.__init__(
+            self, device=base_env.device, batch_size=base_env.batch_size, spec_check="never"
+        )
         self.batch_locked = base_env.batch_locked
         self._requires_reset = False
         self._compose = None

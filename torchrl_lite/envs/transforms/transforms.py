@@ -230,7 +230,9 @@ class Transform(nn.Module):
         """After a step: ``tensordict`` is the step's input, ``next_tensordict`` its output."""
         return self._call(next_tensordict)
 
-    def _reset(self, tensordict: TensorDictBase | None, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase | None, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         """After a reset: ``tensordict`` is reset's input (may hold ``"_reset"``) or None."""
         return self._call(tensordict_reset)
 
@@ -252,7 +254,8 @@ class Transform(nn.Module):
     def _root_keys_read(self) -> list:
         """Entries ``_step`` reads from the step's input (the previous output, e.g. a count).
 
-        The transformed env must keep returning them: it checks this once.
+        The transformed env must keep returning them (it checks this once); declare them
+        in the state spec too, so that batched envs pass them to their sub-envs.
         """
         return []
 
@@ -301,9 +304,13 @@ class Transform(nn.Module):
     def _update_pairs(self) -> None:
         out_keys, out_keys_inv = self.out_keys, self.out_keys_inv
         if len(out_keys) != len(self._in_keys):
-            raise ValueError(f"{type(self).__name__}: out_keys {out_keys} must have one entry per in_key {self._in_keys}")
+            raise ValueError(
+                f"{type(self).__name__}: out_keys {out_keys} must have one entry per in_key {self._in_keys}"
+            )
         if len(out_keys_inv) != len(self._in_keys_inv):
-            raise ValueError(f"{type(self).__name__}: out_keys_inv {out_keys_inv} must have one entry per in_key_inv {self._in_keys_inv}")
+            raise ValueError(
+                f"{type(self).__name__}: out_keys_inv {out_keys_inv} must have one entry per in_key_inv {self._in_keys_inv}"
+            )
         self._pairs = tuple(zip(self._in_keys, out_keys))
         self._inv_pairs = tuple(zip(self._in_keys_inv, out_keys_inv))
 
@@ -354,7 +361,10 @@ class Transform(nn.Module):
     def _check_present(self, tensordict: TensorDictBase, pairs) -> None:
         for in_key, _ in pairs:
             if tensordict.get(in_key, None) is None:
-                raise KeyError(f"{type(self).__name__}: " + missing_key_message(in_key, tensordict.keys(True, True)))
+                raise KeyError(
+                    f"{type(self).__name__}: "
+                    + missing_key_message(in_key, tensordict.keys(True, True))
+                )
 
     # -- the env it belongs to ---------------------------------------------------------
     @property
@@ -518,7 +528,9 @@ class Compose(Transform):
         if isinstance(index, bool) or not isinstance(index, int):
             raise TypeError(f"insert expects an int index, got {index!r}")
         if not -n <= index <= n:
-            raise IndexError(f"Cannot insert at index {index}: the transform list has length {n} (valid indices: {-n} to {n}).")
+            raise IndexError(
+                f"Cannot insert at index {index}: the transform list has length {n} (valid indices: {-n} to {n})."
+            )
         transforms = list(self.transforms)
         transforms.insert(index, transform)
         self._commit(transforms)
@@ -531,7 +543,9 @@ class Compose(Transform):
         try:
             out = transforms.pop(index)
         except IndexError:
-            raise IndexError(f"Cannot pop index {index}: the transform list has length {len(self.transforms)}.") from None
+            raise IndexError(
+                f"Cannot pop index {index}: the transform list has length {len(self.transforms)}."
+            ) from None
         self._commit(transforms)
         return out
 
@@ -552,7 +566,9 @@ class Compose(Transform):
 
 def _check_transform(transform, what: str) -> Transform:
     if not isinstance(transform, Transform):
-        raise TypeError(f"{what} expects a Transform, got {type(transform).__name__}: {transform!r}")
+        raise TypeError(
+            f"{what} expects a Transform, got {type(transform).__name__}: {transform!r}"
+        )
     return transform
 
 

@@ -43,7 +43,15 @@ class VecNorm(Transform):
         tensor([[0.]])
     """
 
-    def __init__(self, in_keys=None, out_keys=None, shared_td: TensorDict | None = None, lock=None, decay: float = 0.9999, eps: float = 1e-4):
+    def __init__(
+        self,
+        in_keys=None,
+        out_keys=None,
+        shared_td: TensorDict | None = None,
+        lock=None,
+        decay: float = 0.9999,
+        eps: float = 1e-4,
+    ):
         super().__init__(in_keys=[K.OBSERVATION] if in_keys is None else in_keys, out_keys=out_keys)
         if not 0.0 < decay <= 1.0:
             raise ValueError(f"VecNorm: decay must be in (0, 1], got {decay!r}")
@@ -54,7 +62,9 @@ class VecNorm(Transform):
             for key in self.in_keys:
                 for name in ("sum", "ssq", "count"):
                     if shared_td.get(_stat_key(key, name), None) is None:
-                        raise KeyError(f"VecNorm: shared_td has no {_stat_key(key, name)!r}; build it with VecNorm.build_td_for_shared_vecnorm(env, keys).")
+                        raise KeyError(
+                            f"VecNorm: shared_td has no {_stat_key(key, name)!r}; build it with VecNorm.build_td_for_shared_vecnorm(env, keys)."
+                        )
 
     # -- statistics ------------------------------------------------------------------
     @staticmethod
@@ -86,11 +96,17 @@ class VecNorm(Transform):
         for key, shape in shapes.items():
             have = self._td.get(_stat_key(key, "sum")).shape
             if have != shape:
-                raise ValueError(f"VecNorm: the statistics of {key!r} have shape {list(have)}, the env's entry has {list(shape)}")
+                raise ValueError(
+                    f"VecNorm: the statistics of {key!r} have shape {list(have)}, the env's entry has {list(shape)}"
+                )
 
     def _update(self, key, x: torch.Tensor, batch_dims: int) -> None:
         td = self._td
-        s, q, n = td.get(_stat_key(key, "sum")), td.get(_stat_key(key, "ssq")), td.get(_stat_key(key, "count"))
+        s, q, n = (
+            td.get(_stat_key(key, "sum")),
+            td.get(_stat_key(key, "ssq")),
+            td.get(_stat_key(key, "count")),
+        )
         x = x.to(s.dtype)
         dims = tuple(range(x.dim() - s.dim()))
         if dims:
@@ -110,7 +126,11 @@ class VecNorm(Transform):
 
     def _loc_scale(self, key) -> tuple[torch.Tensor, torch.Tensor]:
         td = self._td
-        s, q, n = td.get(_stat_key(key, "sum")), td.get(_stat_key(key, "ssq")), td.get(_stat_key(key, "count"))
+        s, q, n = (
+            td.get(_stat_key(key, "sum")),
+            td.get(_stat_key(key, "ssq")),
+            td.get(_stat_key(key, "count")),
+        )
         n = n.clamp_min(self.eps)
         mean = s / n
         std = (q / n - mean.pow(2)).clamp_min(self.eps).sqrt()
@@ -122,7 +142,13 @@ class VecNorm(Transform):
             if x is None:
                 continue
             if self._td is None:  # outside an env: shapes from the first batch
-                self._td = self._new_stats({k: next_tensordict.get(k).shape[next_tensordict.batch_dims :] for k in self.in_keys}, device=x.device)
+                self._td = self._new_stats(
+                    {
+                        k: next_tensordict.get(k).shape[next_tensordict.batch_dims :]
+                        for k in self.in_keys
+                    },
+                    device=x.device,
+                )
             if not self.frozen:
                 self._update(in_key, x, next_tensordict.batch_dims)
             mean, std = self._loc_scale(in_key)
@@ -147,7 +173,16 @@ class VecNorm(Transform):
         norms = []
         for in_key, out_key in self._pairs:
             mean, std = self._loc_scale(in_key)
-            norms.append(ObservationNorm(loc=mean.clone(), scale=std.clone(), in_keys=[in_key], out_keys=[out_key], standard_normal=True, eps=self.eps))
+            norms.append(
+                ObservationNorm(
+                    loc=mean.clone(),
+                    scale=std.clone(),
+                    in_keys=[in_key],
+                    out_keys=[out_key],
+                    standard_normal=True,
+                    eps=self.eps,
+                )
+            )
         return norms[0] if len(norms) == 1 else Compose(*norms)
 
     @property
@@ -164,7 +199,10 @@ class VecNorm(Transform):
 
     # -- saving --------------------------------------------------------------------------
     def get_extra_state(self):
-        return {"stats": None if self._td is None else self._td.clone().to_dict(), "frozen": self.frozen}
+        return {
+            "stats": None if self._td is None else self._td.clone().to_dict(),
+            "frozen": self.frozen,
+        }
 
     def set_extra_state(self, state) -> None:
         stats = state.get("stats")

@@ -46,6 +46,7 @@ class _Bounds:
             self.center = (self.high + self.low) / 2
             self.half = (self.high - self.low) / 2
             self.log_half = math.log(self.half)
+            self.is_float, self.unit = True, (self.center, self.half) == (0.0, 1.0)
             return
         kw = {"device": like.device, "dtype": like.dtype}
         low, high = torch.as_tensor(low, **kw), torch.as_tensor(high, **kw)
@@ -56,11 +57,34 @@ class _Bounds:
         self.center = (high + low) / 2
         self.half = (high - low) / 2
         self.log_half = self.half.log()
+        self.is_float = self.unit = False
 
     def shape(self) -> torch.Size:
-        if isinstance(self.low, float):
-            return torch.Size()
-        return torch.broadcast_shapes(self.low.shape, self.high.shape)
+        if self.is_float:
+            return _EMPTY
+        return self.center.shape
+
+
+_BOUNDS_CACHE: list = [None]  # ((low, high, versions, dtype, device), _Bounds) of the last call
+
+
+def _bounds(low, high, like: torch.Tensor) -> _Bounds:
+    """``_Bounds(low, high)``, reused while the same bound tensors come back unchanged.
+
+    An actor passes its spec's ``low``/``high`` tensors at every call: computing their
+    centre and half-range once saves a few tensor ops per step.
+    """
+    if not (isinstance(low, torch.Tensor) and isinstance(high, torch.Tensor)):
+        return _Bounds(low, high, like)
+    if low.requires_grad or high.requires_grad:
+        return _Bounds(low, high, like)
+    key = (low._version, high._version, like.dtype, like.device)
+    hit = _BOUNDS_CACHE[0]
+    if hit is not None and hit[0][0] is low and hit[0][1] is high and hit[0][2] == key:
+        return hit[1]
+    out = _Bounds(low, high, like)
+    _BOUNDS_CACHE[0] = ((low, high, key), out)
+    return out
 
 
 def _sum_event(x: torch.Tensor, event_dims: int) -> torch.Tensor:
@@ -121,8 +145,10 @@ class TanhNormal(D.Distribution):
         loc = _squash_loc(loc, upscale, tanh_loc)
         if not isinstance(scale, torch.Tensor):
             scale = torch.as_tensor(scale, device=loc.device, dtype=loc.dtype)
-        self._bounds = _Bounds(low, high, loc)
-        shape = torch.broadcast_shapes(loc.shape, scale.shape, self._bounds.shape())
+        self._bounds = _bounds(low, high, loc)
+        shape, bounds_shape = loc.shape, self._bounds.shape()
+        if scale.shape != shape or (bounds_shape and bounds_shape != shape):
+            shape = torch.broadcast_shapes(shape, scale.shape, bounds_shape)  # slow: ~20 us
         if loc.shape != shape:
             loc = loc.expand(shape)
         if scale.shape != shape:
@@ -131,6 +157,7 @@ class TanhNormal(D.Distribution):
         self.upscale, self.tanh_loc = upscale, tanh_loc
         self.event_dims = _event_dims(loc, event_dims)
         split = loc.dim() - self.event_dims
+        self._event_numel = math.prod(shape[split:])
         super().__init__(shape[:split], shape[split:], validate_args=False)
 
     @property
@@ -151,13 +178,21 @@ class TanhNormal(D.Distribution):
         return D.Normal(self.loc, self.scale, validate_args=False)
 
     def _squash(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(x) * self._bounds.half + self._bounds.center
+        b, y = self._bounds, torch.tanh(x)
+        if b.unit:  # the common [-1, 1]: skip the affine map (fewer ops at batch 1)
+            return y
+        if b.is_float:
+            return y * b.half + b.center
+        return torch.addcmul(b.center, y, b.half)
 
     def rsample(self, sample_shape=_EMPTY) -> torch.Tensor:
         """Reparameterised sample ``[*sample_shape, *B, A]`` (gradients reach loc and scale)."""
-        shape = self._extended_shape(sample_shape)
-        eps = torch.randn(shape, device=self.loc.device, dtype=self.loc.dtype)
-        return self._squash(self.loc + self.scale * eps)
+        if sample_shape:
+            shape = self._extended_shape(sample_shape)
+            eps = torch.randn(shape, device=self.loc.device, dtype=self.loc.dtype)
+        else:
+            eps = torch.randn_like(self.loc)
+        return self._squash(torch.addcmul(self.loc, self.scale, eps))
 
     def sample(self, sample_shape=_EMPTY) -> torch.Tensor:
         with torch.no_grad():
@@ -166,17 +201,22 @@ class TanhNormal(D.Distribution):
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         """Log-density of ``value`` (``[*S, *B, A]``), summed over the event: ``[*S, *B]``."""
         b = self._bounds
-        u = (value - b.center) / b.half  # in [-1, 1]
+        u = value if b.unit else (value - b.center) / b.half  # in [-1, 1]
         eps = torch.finfo(u.dtype).eps
         x = torch.atanh(u.clamp(-1.0 + eps, 1.0 - eps))  # the pre-tanh value
         z = (x - self.loc) / self.scale
-        normal_lp = -0.5 * z * z - self.scale.log() - _HALF_LOG_2PI
-        log_det = 2.0 * (_LOG_2 - x - F.softplus(-2.0 * x)) + b.log_half  # log |da/dx|
-        return _sum_event(normal_lp - log_det, self.event_dims)
+        # log N(x) - log|da/dx| = -z^2/2 - log s - log(2 pi)/2 - 2 (log 2 - x - softplus(-2x)) - log h
+        # computed as 2 * (x + softplus(-2x) - log(s)/2 - z^2/4) - constants: fewer ops
+        half_lp = torch.sub(x + F.softplus(-2.0 * x), self.scale.log(), alpha=0.5)
+        if not b.is_float:
+            half_lp = torch.sub(half_lp, b.log_half, alpha=0.5)
+        half_lp = torch.addcmul(half_lp, z, z, value=-0.25)
+        const = _HALF_LOG_2PI + 2.0 * _LOG_2 + (b.log_half if b.is_float else 0.0)
+        return _sum_event(half_lp, self.event_dims).mul(2.0).sub_(const * self._event_numel)
 
     @property
     def mode(self) -> torch.Tensor:
-        """``c + h * tanh(loc)``: the squashed location, strictly inside the bounds for finite loc."""
+        """``c + h * tanh(loc)``: the squashed location, always inside ``[low, high]``."""
         return self._squash(self.loc)
 
     @property
@@ -258,7 +298,7 @@ class TanhDelta(Delta):
         atol: float = 1e-6,
         rtol: float = 1e-6,
     ):
-        self._bounds = _Bounds(low, high, param)
+        self._bounds = _bounds(low, high, param)
         value = torch.tanh(param) * self._bounds.half + self._bounds.center
         split = value.dim() - min(event_dims, value.dim())
         super().__init__(
@@ -316,7 +356,7 @@ class TruncatedNormal(D.Independent):
         tanh_loc: bool = False,
         event_dims: int = 1,
     ):
-        bounds = _Bounds(low, high, loc)
+        bounds = _bounds(low, high, loc)
         loc = _squash_loc(loc, upscale, tanh_loc)
         base = _TDTruncatedNormal(loc, scale, bounds.low, bounds.high, validate_args=False)
         self.low, self.high = bounds.low, bounds.high

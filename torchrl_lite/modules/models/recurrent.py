@@ -236,6 +236,8 @@ class _RecurrentModule(TensorDictModuleBase):
                 init_key,
                 " Add InitTracker() to the env's transforms: it writes 'is_init' at reset.",
             )
+        if is_init.dtype != torch.bool:
+            is_init = is_init.bool()
         hidden = [tensordict.get(key, None) for key in hidden_keys]
         if any(h is None for h in hidden) and not all(h is None for h in hidden):
             missing = hidden_keys[[h is None for h in hidden].index(True)]

@@ -86,7 +86,9 @@ def sequence_missing_input_error(sequence, tensordict: TensorDictBase) -> KeyErr
         if not _checks_own_inputs(module):
             for key in module.in_keys:
                 if key not in seen:
-                    return _in_sequence(_missing_error(module, key, available, module.in_keys), index, sequence)
+                    return _in_sequence(
+                        _missing_error(module, key, available, module.in_keys), index, sequence
+                    )
         for key in module.out_keys:
             if key not in seen:
                 seen.add(key)
@@ -139,7 +141,9 @@ def as_composite(spec, out_keys, owner: str) -> Composite | None:
             )
         return Composite({out_keys[0]: spec})
     if not isinstance(spec, Composite):
-        raise TypeError(f"{owner}: spec must be a TensorSpec or a Composite, got {type(spec).__name__}.")
+        raise TypeError(
+            f"{owner}: spec must be a TensorSpec or a Composite, got {type(spec).__name__}."
+        )
     extra = [k for k in spec.keys(True, True) if k not in out_keys]
     if extra:
         raise ValueError(
@@ -173,10 +177,14 @@ class _SpecMixin:
         return self._spec
 
     def _project(self, tensordict: TensorDictBase) -> None:
-        for key, spec in self._project_items:
+        for i, (key, spec) in enumerate(self._project_items):
             value = tensordict.get(key, None)
-            if value is not None:
-                tensordict.set(key, spec.project(value))
+            if value is None:
+                continue
+            if spec.device != value.device:  # move the spec once, with the module's outputs
+                spec = spec.to(value.device)
+                self._project_items[i] = (key, spec)
+            tensordict.set(key, spec.project(value))
 
 
 class SafeModule(_SpecMixin, TensorDictModule):
@@ -219,7 +227,9 @@ class SafeModule(_SpecMixin, TensorDictModule):
         try:
             out = _TDM_FORWARD(self, tensordict, *args, tensordict_out=tensordict_out, **kwargs)
         except Exception as err:
-            missing = None if isinstance(err, _MissingKeyError) else missing_input_error(self, tensordict)
+            missing = (
+                None if isinstance(err, _MissingKeyError) else missing_input_error(self, tensordict)
+            )
             if missing is None:
                 raise
             raise missing from None
@@ -273,7 +283,11 @@ class SafeSequential(_SpecMixin, TensorDictSequential):
         try:
             return _TDS_FORWARD(self, tensordict, tensordict_out, **kwargs)
         except Exception as err:
-            missing = None if isinstance(err, _MissingKeyError) else sequence_missing_input_error(self, tensordict)
+            missing = (
+                None
+                if isinstance(err, _MissingKeyError)
+                else sequence_missing_input_error(self, tensordict)
+            )
             if missing is None:
                 raise
             raise missing from None

@@ -69,7 +69,9 @@ def _action_spec(spec, action_key, owner: str) -> TensorSpec:
             "policy a spec (e.g. QValueActor(..., spec=env.action_spec))."
         )
     if not isinstance(spec, TensorSpec):
-        raise TypeError(f"{owner}: spec must be a TensorSpec or a Composite, got {type(spec).__name__}.")
+        raise TypeError(
+            f"{owner}: spec must be a TensorSpec or a Composite, got {type(spec).__name__}."
+        )
     return spec
 
 
@@ -81,7 +83,9 @@ class _Annealed(TensorDictModuleBase):
 
     def _init_annealing(self, init: float, end: float, num_steps: int) -> None:
         if num_steps <= 0:
-            raise ValueError(f"{type(self).__name__}: annealing_num_steps must be > 0, got {num_steps}.")
+            raise ValueError(
+                f"{type(self).__name__}: annealing_num_steps must be > 0, got {num_steps}."
+            )
         name = self._scale_name
         self.register_buffer(f"{name}_init", torch.tensor(float(init)))
         self.register_buffer(f"{name}_end", torch.tensor(float(end)))
@@ -94,6 +98,12 @@ class _Annealed(TensorDictModuleBase):
         self._frames += int(frames)
         frac = min(self._frames / self.annealing_num_steps, 1.0)
         getattr(self, self._scale_name).fill_(self._init + (self._end - self._init) * frac)
+
+    def _spec_on(self, device: torch.device) -> TensorSpec:
+        """The spec on ``device`` (moved once, the first time the action lives there)."""
+        if self.spec.device != device:
+            self.spec = self.spec.to(device)
+        return self.spec
 
     def get_extra_state(self) -> dict:
         return {"frames": self._frames}
@@ -127,7 +137,7 @@ class EGreedyModule(_Annealed):
         >>> with set_exploration_type(ExplorationType.DETERMINISTIC):
         ...     explore(td)["action"]
         tensor([[1, 0, 0, 0]])
-        >>> explore.step(5); float(explore.eps)
+        >>> explore.step(5); round(float(explore.eps), 3)
         0.55
     """
 
@@ -157,7 +167,7 @@ class EGreedyModule(_Annealed):
 
     def _random_action(self, lead: torch.Size, tensordict: TensorDictBase) -> torch.Tensor:
         if self.action_mask_key is None:
-            return self.spec.rand(lead)
+            return self.spec.rand(lead)  # the spec is on the action's device
         mask = tensordict.get(self.action_mask_key, None)  # [*lead, n]
         if mask is None:
             raise missing_input_error(self, tensordict)
@@ -175,6 +185,7 @@ class EGreedyModule(_Annealed):
         action = tensordict.get(self.action_key, None)
         if action is None:
             raise missing_input_error(self, tensordict)
+        self._spec_on(action.device)
         lead = action.ndim - len(self.spec.shape)  # dims before the spec's own
         if lead < 0:
             raise ValueError(
@@ -247,7 +258,9 @@ class AdditiveGaussianModule(_Annealed):
             raise missing_input_error(self, tensordict)
         noise = torch.randn_like(action).mul_(self.std).add_(self.mean)
         action = action + noise * self.sigma
-        tensordict.set(self.action_key, self.spec.project(action) if self.safe else action)
+        if self.safe:
+            action = self._spec_on(action.device).project(action)
+        tensordict.set(self.action_key, action)
         return tensordict
 
 
@@ -312,7 +325,9 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
         self.spec = _action_spec(spec, action_key, "OrnsteinUhlenbeckProcessModule")
         self._init_annealing(eps_init, eps_end, annealing_num_steps)
         if n_steps_annealing <= 0:
-            raise ValueError(f"OrnsteinUhlenbeckProcessModule: n_steps_annealing must be > 0, got {n_steps_annealing}.")
+            raise ValueError(
+                f"OrnsteinUhlenbeckProcessModule: n_steps_annealing must be > 0, got {n_steps_annealing}."
+            )
         self.theta, self.mu, self.sigma, self.dt = float(theta), float(mu), float(sigma), float(dt)
         self.sigma_min, self.n_steps_annealing = sigma_min, int(n_steps_annealing)
         self.register_buffer("x0", torch.as_tensor(0.0 if x0 is None else x0, dtype=torch.float32))
@@ -358,7 +373,9 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
         drift = self.theta * (self.mu - noise) * self.dt
         noise = noise + drift + sigma * math.sqrt(self.dt) * torch.randn_like(action)
         action = action + self.eps * noise
-        tensordict.set(self.action_key, self.spec.project(action) if self.safe else action)
+        if self.safe:
+            action = self._spec_on(action.device).project(action)
+        tensordict.set(self.action_key, action)
         tensordict.set(self.noise_key, noise)
         tensordict.set(self.steps_key, steps + 1)
         return tensordict
@@ -428,7 +445,9 @@ class EGreedyWrapper(_ExplorationWrapper):
         spec=None,
     ):
         spec = _spec_of(policy, spec, action_key, "EGreedyWrapper")
-        explorer = EGreedyModule(spec, eps_init, eps_end, annealing_num_steps, action_key=action_key)
+        explorer = EGreedyModule(
+            spec, eps_init, eps_end, annealing_num_steps, action_key=action_key
+        )
         super().__init__(policy, explorer)
 
     @property
@@ -474,7 +493,14 @@ class AdditiveGaussianWrapper(_ExplorationWrapper):
     ):
         spec = _spec_of(policy, spec, action_key, "AdditiveGaussianWrapper")
         explorer = AdditiveGaussianModule(
-            spec, sigma_init, sigma_end, annealing_num_steps, mean, std, action_key=action_key, safe=safe
+            spec,
+            sigma_init,
+            sigma_end,
+            annealing_num_steps,
+            mean,
+            std,
+            action_key=action_key,
+            safe=safe,
         )
         super().__init__(policy, explorer)
 

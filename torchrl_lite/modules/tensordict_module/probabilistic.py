@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import inspect
 
+import torch
 from tensordict import TensorDictBase
 from tensordict.nn import (
     InteractionType,
     ProbabilisticTensorDictModule,
     ProbabilisticTensorDictSequential,
+    interaction_type,
 )
 from tensordict.nn.common import dispatch
 from tensordict.nn.distributions import CompositeDistribution, Delta
@@ -41,10 +43,14 @@ _PTDM_FORWARD = inspect.unwrap(ProbabilisticTensorDictModule.forward)
 _PTDS_FORWARD = inspect.unwrap(ProbabilisticTensorDictSequential.forward)
 
 
-def check_distribution_params(distribution_class, dist_keys, distribution_kwargs, owner: str) -> None:
+def check_distribution_params(
+    distribution_class, dist_keys, distribution_kwargs, owner: str
+) -> None:
     """Raise ``ValueError`` if ``dist_keys`` + ``distribution_kwargs`` miss a required
     parameter of ``distribution_class`` or name one it does not accept."""
-    if isinstance(distribution_class, type) and issubclass(distribution_class, CompositeDistribution):
+    if isinstance(distribution_class, type) and issubclass(
+        distribution_class, CompositeDistribution
+    ):
         return
     try:
         params = inspect.signature(distribution_class).parameters.values()
@@ -130,7 +136,9 @@ class SafeProbabilisticModule(_SpecMixin, ProbabilisticTensorDictModule):
         distribution_kwargs = {} if distribution_kwargs is None else distribution_kwargs
         dist_keys = list(in_keys) if isinstance(in_keys, dict) else in_keys
         dist_keys = [dist_keys] if isinstance(dist_keys, (str, tuple)) else list(dist_keys)
-        check_distribution_params(distribution_class, dist_keys, distribution_kwargs, type(self).__name__)
+        check_distribution_params(
+            distribution_class, dist_keys, distribution_kwargs, type(self).__name__
+        )
         super().__init__(
             in_keys=in_keys,
             out_keys=out_keys,
@@ -143,23 +151,70 @@ class SafeProbabilisticModule(_SpecMixin, ProbabilisticTensorDictModule):
             num_samples=num_samples,
         )
         self._set_spec(spec, safe, self._out_keys)
+        composite = isinstance(distribution_class, type) and issubclass(
+            distribution_class, CompositeDistribution
+        )
+        # the common case (one sample key, no num_samples / generator) skips the
+        # general-purpose bookkeeping of tensordict's forward
+        self._fast = not composite and num_samples is None and len(self._out_keys) == 1
+        self._params = [
+            (d[-1] if isinstance(d, tuple) else d, k) for d, k in zip(self.dist_keys, self.in_keys)
+        ]
 
     def get_dist(self, tensordict: TensorDictBase):
         """The distribution built from the parameters in ``tensordict``."""
         try:
+            if self._fast:
+                params = {name: tensordict.get(key) for name, key in self._params}
+                return self.distribution_class(**params, **self.distribution_kwargs)
             return super().get_dist(tensordict)
         except Exception as err:
-            missing = None if isinstance(err, _MissingKeyError) else missing_input_error(self, tensordict)
+            missing = (
+                None if isinstance(err, _MissingKeyError) else missing_input_error(self, tensordict)
+            )
             if missing is None:
                 raise
             raise missing from None
 
     build_dist_from_params = get_dist
 
+    def _sample_into(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Draw the value (and its log-probability) and write them into ``tensordict``."""
+        dist = self.get_dist(tensordict)
+        kind = interaction_type() or self.default_interaction_type
+        log_prob = None
+        if kind is InteractionType.RANDOM:
+            # a distribution may score its own draw exactly (e.g. tanh at saturated bounds)
+            joint_name = "rsample_and_log_prob" if dist.has_rsample else "sample_and_log_prob"
+            joint = getattr(dist, joint_name, None) if self.return_log_prob else None
+            if joint is not None:
+                sample, log_prob = joint(torch.Size())
+            else:
+                sample = dist.rsample() if dist.has_rsample else dist.sample()
+        else:
+            sample = self._dist_sample(dist, kind)
+        tensordict.set(self._out_keys[0], sample)
+        if self.return_log_prob:
+            tensordict.set(
+                self._log_prob_key, dist.log_prob(sample) if log_prob is None else log_prob
+            )
+        return tensordict
+
     @dispatch(auto_batch_size=False)
     @_set_skip_existing_None()
-    def forward(self, tensordict: TensorDictBase, tensordict_out=None, _requires_sample: bool = True):
-        out = _PTDM_FORWARD(self, tensordict, tensordict_out, _requires_sample)
+    def forward(
+        self, tensordict: TensorDictBase, tensordict_out=None, _requires_sample: bool = True
+    ):
+        if (
+            self._fast
+            and tensordict_out is None
+            and _requires_sample
+            and self._generator is None
+            and self._generator_key is None
+        ):
+            out = self._sample_into(tensordict)
+        else:
+            out = _PTDM_FORWARD(self, tensordict, tensordict_out, _requires_sample)
         if self._project_items:
             self._project(out)
         return out
@@ -231,7 +286,9 @@ class SafeProbabilisticTensorDictSequential(ProbabilisticTensorDictSequential):
         simple = (
             not self.return_composite
             and isinstance(modules[-1], ProbabilisticTensorDictModule)
-            and not any(isinstance(m, ProbabilisticTensorDictModule) for d in det for m in d.modules())
+            and not any(
+                isinstance(m, ProbabilisticTensorDictModule) for d in det for m in d.modules()
+            )
         )
         self.__dict__["_fast"] = (det, modules[-1]) if simple else None
 
@@ -239,7 +296,9 @@ class SafeProbabilisticTensorDictSequential(ProbabilisticTensorDictSequential):
 
     @dispatch(auto_batch_size=False)
     @_set_skip_existing_None()
-    def forward(self, tensordict: TensorDictBase, tensordict_out=None, _requires_sample=None, **kwargs):
+    def forward(
+        self, tensordict: TensorDictBase, tensordict_out=None, _requires_sample=None, **kwargs
+    ):
         fast = self.__dict__.get("_fast")
         if fast is not None and self._plain_call(tensordict_out, kwargs):
             det, last = fast
@@ -251,7 +310,11 @@ class SafeProbabilisticTensorDictSequential(ProbabilisticTensorDictSequential):
         try:
             return _PTDS_FORWARD(self, tensordict, tensordict_out, _requires_sample, **kwargs)
         except Exception as err:
-            missing = None if isinstance(err, _MissingKeyError) else sequence_missing_input_error(self, tensordict)
+            missing = (
+                None
+                if isinstance(err, _MissingKeyError)
+                else sequence_missing_input_error(self, tensordict)
+            )
             if missing is None:
                 raise
             raise missing from None
@@ -261,8 +324,11 @@ class SafeProbabilisticTensorDictSequential(ProbabilisticTensorDictSequential):
         try:
             return super().get_dist(tensordict, tensordict_out, **kwargs)
         except Exception as err:
-            missing = None if isinstance(err, _MissingKeyError) else sequence_missing_input_error(self, tensordict)
+            missing = (
+                None
+                if isinstance(err, _MissingKeyError)
+                else sequence_missing_input_error(self, tensordict)
+            )
             if missing is None:
                 raise
             raise missing from None
-

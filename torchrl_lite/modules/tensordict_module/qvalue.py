@@ -46,7 +46,9 @@ def _action_space(action_space, spec, owner: str) -> str:
             f"Categorical action spec; got action_space=None and spec={leaf}."
         )
     if action_space not in _ACTION_SPACES:
-        raise ValueError(f"{owner}: action_space must be one of {_ACTION_SPACES}, got {action_space!r}.")
+        raise ValueError(
+            f"{owner}: action_space must be one of {_ACTION_SPACES}, got {action_space!r}."
+        )
     return action_space
 
 
@@ -84,8 +86,12 @@ class QValueModule(_SpecMixin, TensorDictModuleBase):
         self.action_space = _action_space(action_space, spec, type(self).__name__)
         self.action_value_key = action_value_key
         self.action_mask_key = action_mask_key
-        self.in_keys = [action_value_key] + ([action_mask_key] if action_mask_key is not None else [])
-        self.out_keys = [K.ACTION, action_value_key, CHOSEN_ACTION_VALUE] if out_keys is None else out_keys
+        self.in_keys = [action_value_key] + (
+            [action_mask_key] if action_mask_key is not None else []
+        )
+        self.out_keys = (
+            [K.ACTION, action_value_key, CHOSEN_ACTION_VALUE] if out_keys is None else out_keys
+        )
         self._set_spec(spec, safe, self.out_keys[:1])
 
     def _greedy(self, values: torch.Tensor, tensordict: TensorDictBase) -> torch.Tensor:

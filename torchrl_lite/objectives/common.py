@@ -1,0 +1,563 @@
+"""The base of every loss: configurable keys, value estimators and target networks.
+
+The contract a loss subclass follows
+------------------------------------
+A loss is an ``nn.Module``; ``forward(tensordict)`` returns a ``TensorDict`` with
+``batch_size=[]`` whose ``loss_*`` entries are scalar terms the user sums and
+backpropagates, and whose other entries are detached diagnostics (entropy, KL, ...).
+A subclass:
+
+1. declares the keys it reads and writes as a dataclass ``_AcceptedKeys`` (class
+   attribute; field name -> default key). Users rename keys with ``loss.set_keys(name=key)``
+   (an unknown name raises ``ValueError`` listing the valid ones); the loss reads the
+   current key as ``self.tensor_keys.<name>``.
+2. calls ``super().__init__()`` first, then registers each network with
+   ``self.register_network("value_network", net, create_target=delay_value)``. That sets
+   ``self.value_network`` (trained; in ``loss.parameters()``) and, with ``create_target``,
+   ``self.target_value_network``: a deep copy whose parameters are buffers, so it moves
+   with ``loss.to(...)`` and is saved in ``state_dict()`` but is never in
+   ``loss.parameters()``. ``SoftUpdate(loss, tau=...)`` / ``HardUpdate(loss, ...)`` update
+   every registered target from its online network, in place. ``num_copies=n`` registers
+   an :class:`Ensemble` of ``n`` independently initialised copies evaluated in one
+   vectorised call (output batch ``[n, *B]``), e.g. the Q-networks of SAC or REDQ.
+3. sets ``default_value_estimator`` (a ``ValueEstimators`` member) and overrides
+   ``_value_estimator_network()`` to return the network the estimator calls (default:
+   None; the loss then passes ``next_value`` to
+   ``self.value_estimator.value_estimate(td, next_value=...)``). Hyper-parameters given
+   to the constructor (e.g. ``gamma``) go in ``self._value_kwargs``.
+   ``self.value_estimator`` builds the default estimator on first use;
+   ``make_value_estimator(ValueEstimators.X, **hp)`` replaces it. The estimator's keys
+   (``advantage``, ``value_target``, ``value``, ``reward``, ``done``, ``terminated``) follow
+   the loss's keys of the same names.
+4. reads batch entries with ``self._get(td, "<field>")`` (``KeyError`` naming the key, the
+   loss class and ``set_keys``), and lists everything it reads in the ``in_keys`` property.
+   A ``KeyError`` or estimator ``ValueError`` raised anywhere inside ``forward`` is
+   re-raised with that context.
+5. calls a network with its parameters detached, when a term must not train it (e.g. the
+   Q-network inside an actor loss), with ``self._call_detached("qvalue_network", td)``.
+
+Small maths helpers shared by the losses (``distance_loss``, log-probabilities, entropies,
+action indices) live in :mod:`torchrl_lite.objectives.utils`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, fields
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictParams
+from torch import nn
+
+from torchrl_lite import _keys as K
+from torchrl_lite._utils import missing_key_message
+from torchrl_lite.objectives.value import ValueEstimatorBase, ValueEstimators
+
+__all__ = ["LossModule", "SoftUpdate", "HardUpdate", "TargetNetUpdater", "Ensemble"]
+
+# estimator hyper-parameters used when neither the constructor nor the call gives them
+_DEFAULT_VALUE_KWARGS = {
+    ValueEstimators.TD0: {"gamma": 0.99},
+    ValueEstimators.TD1: {"gamma": 0.99},
+    ValueEstimators.TDLambda: {"gamma": 0.99, "lmbda": 0.95},
+    ValueEstimators.GAE: {"gamma": 0.99, "lmbda": 0.95},
+}
+# loss key names forwarded to the value estimator's keys of the same name
+_ESTIMATOR_KEYS = ("advantage", "value_target", "value", "reward", "done", "terminated")
+
+
+class _LossError(Exception):
+    """Marks an error already given the loss's context (not wrapped twice)."""
+
+
+class _LossKeyError(KeyError, _LossError):
+    def __str__(self) -> str:  # KeyError quotes its message; show it as written
+        return str(self.args[0])
+
+
+class _LossValueError(ValueError, _LossError):
+    pass
+
+
+def _next(key) -> tuple:
+    return (K.NEXT, *key) if isinstance(key, tuple) else (K.NEXT, key)
+
+
+class LossModule(nn.Module):
+    """Base class of losses: keys (``set_keys``), value estimators, target networks.
+
+    See the module docstring for the contract subclasses follow. ``loss.parameters()``
+    yields each trainable parameter once (a trunk shared by two networks appears once)
+    and never a target copy.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> from tensordict.nn import TensorDictModule
+        >>> class MSELoss(LossModule):
+        ...     @dataclass
+        ...     class _AcceptedKeys:
+        ...         value: str = "state_value"
+        ...         value_target: str = "value_target"
+        ...     def __init__(self, value_network):
+        ...         super().__init__()
+        ...         self.register_network("value_network", value_network, create_target=True)
+        ...     def forward(self, td):
+        ...         value = self.value_network(td.copy()).get(self.tensor_keys.value)
+        ...         loss = (value - self._get(td, "value_target")).pow(2).mean()
+        ...         return TensorDict(loss_value=loss)
+        >>> loss = MSELoss(TensorDictModule(nn.Linear(3, 1), ["observation"], ["state_value"]))
+        >>> len(list(loss.parameters()))  # the target copy is not trained
+        2
+        >>> td = TensorDict(observation=torch.randn(4, 3), value_target=torch.zeros(4, 1),
+        ...     batch_size=[4])
+        >>> loss(td)["loss_value"].shape
+        torch.Size([])
+    """
+
+    @dataclass
+    class _AcceptedKeys:
+        """Subclasses replace this with their own dataclass of key names."""
+
+    default_value_estimator: ValueEstimators | None = None
+
+    def __init__(self):
+        super().__init__()
+        self.tensor_keys = self._AcceptedKeys()
+        self._value_estimator: ValueEstimatorBase | None = None
+        self._value_kwargs: dict = {}
+        self._target_pairs: list[tuple[str, str]] = []  # (online name, target name)
+        self._params_cache: dict[str, TensorDictBase] = {}
+
+    # -- keys ------------------------------------------------------------------------
+    def set_keys(self, **kwargs) -> LossModule:
+        """Rename the entries the loss reads or writes, e.g. ``set_keys(reward="r")``.
+
+        Keys are strings or tuples of strings (nested entries). Returns the loss.
+
+        Raises:
+            ValueError: a name that is not one of this loss's key names.
+        """
+        accepted = [f.name for f in fields(self.tensor_keys)]
+        for name, key in kwargs.items():
+            if name not in accepted:
+                raise ValueError(
+                    f"{type(self).__name__}.set_keys: unknown key name {name!r}; valid "
+                    f"names are {accepted}."
+                )
+            if not isinstance(key, (str, tuple)):
+                raise TypeError(
+                    f"{type(self).__name__}.set_keys: {name} must be a str or a tuple of "
+                    f"str, got {key!r}."
+                )
+            setattr(self.tensor_keys, name, key)
+        if self._value_estimator is not None:
+            self._forward_keys(self._value_estimator)
+        return self
+
+    @property
+    def in_keys(self) -> list:
+        """Every entry the loss reads (subclasses list theirs)."""
+        return []
+
+    @property
+    def out_keys(self) -> list:
+        """The entries of the returned TensorDict (subclasses list theirs)."""
+        return []
+
+    def _get(self, tensordict: TensorDictBase, field: str, nested_next: bool = False):
+        """``tensordict[self.tensor_keys.<field>]`` (under ``"next"`` if ``nested_next``)."""
+        key = getattr(self.tensor_keys, field)
+        if nested_next:
+            key = _next(key)
+        value = tensordict.get(key, None)
+        if value is None:
+            raise self._missing(tensordict, key, field)
+        return value
+
+    def _missing(self, tensordict: TensorDictBase, key, field: str | None) -> KeyError:
+        name = type(self).__name__
+        available = list(tensordict.keys(include_nested=True, leaves_only=True))
+        if field is not None:
+            fix = (
+                f"{name} reads it as its {field!r} key; if your data stores it under another "
+                f"name, call loss.set_keys({field}=<your key>)."
+            )
+        else:
+            fix = (
+                f"{name} feeds it to one of its networks; give the batch that entry, or "
+                f"build the network with in_keys matching your data."
+            )
+        return _LossKeyError(f"{name}: {missing_key_message(key, available)} {fix}")
+
+    def _field_of(self, key) -> str | None:
+        """The key name (``set_keys`` argument) that maps to ``key``, if any."""
+        for f in fields(self.tensor_keys):
+            value = getattr(self.tensor_keys, f.name)
+            if key == value or key == _next(value):
+                return f.name
+        return None
+
+    def __call__(self, tensordict: TensorDictBase, *args, **kwargs):
+        try:
+            return super().__call__(tensordict, *args, **kwargs)
+        except _LossError:
+            raise
+        except KeyError as err:
+            present = tensordict.keys(include_nested=True)
+            for key in self.in_keys:
+                if key not in present:
+                    raise self._missing(tensordict, key, self._field_of(key)) from err
+            raise
+        except ValueError as err:
+            if any(isinstance(m, ValueEstimatorBase) for m in _tb_owners(err)):
+                raise _LossValueError(
+                    f"{type(self).__name__}: its value estimator rejected the batch: {err}"
+                ) from err
+            raise
+
+    # -- networks and targets --------------------------------------------------------
+    def register_network(
+        self,
+        name: str,
+        module: nn.Module,
+        *,
+        create_target: bool = False,
+        num_copies: int | None = None,
+    ) -> nn.Module:
+        """Set ``self.<name>`` to ``module`` (trained) and optionally its frozen target.
+
+        Args:
+            name: attribute name, e.g. ``"actor_network"``.
+            module: the network (usually a TensorDict module).
+            create_target: also set ``self.target_<name>``: a copy whose parameters are
+                buffers (not trained, not in ``parameters()``), updated by
+                ``SoftUpdate`` / ``HardUpdate``.
+            num_copies: register an :class:`Ensemble` of that many copies of ``module``
+                (the first keeps ``module``'s initial values, the others are
+                re-initialised) instead of ``module`` itself.
+
+        Returns:
+            the registered (online) module.
+        """
+        if num_copies is not None:
+            module = Ensemble(module, num_copies)
+        setattr(self, name, module)
+        if create_target:
+            target_name = f"target_{name}"
+            setattr(self, target_name, _frozen_copy(module))
+            self._target_pairs.append((name, target_name))
+        return module
+
+    def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """``(online, target)`` module pairs, in registration order."""
+        return [(getattr(self, a), getattr(self, b)) for a, b in self._target_pairs]
+
+    def _call_detached(self, name: str, tensordict: TensorDictBase) -> TensorDictBase:
+        """Call ``self.<name>`` on ``tensordict`` with its parameters detached.
+
+        Gradients flow through the network to its inputs but never reach its parameters
+        (e.g. the Q-network in an actor loss).
+        """
+        module = getattr(self, name)
+        params = self._params_cache.get(name)
+        if params is None or not _same_tensors(params, module):
+            params = TensorDict.from_module(module)
+            self._params_cache[name] = params
+        with params.detach().to_module(module):
+            return module(tensordict)
+
+    # -- value estimators ------------------------------------------------------------
+    def _value_estimator_network(self) -> nn.Module | None:
+        """The network the value estimator calls (None: the loss gives ``next_value``)."""
+        return None
+
+    @property
+    def value_estimator(self) -> ValueEstimatorBase:
+        """The value estimator (the default one is built on first use)."""
+        if self._value_estimator is None:
+            if self.default_value_estimator is None:
+                raise RuntimeError(f"{type(self).__name__} has no value estimator.")
+            self.make_value_estimator(self.default_value_estimator)
+        return self._value_estimator
+
+    def make_value_estimator(self, value_type: ValueEstimators | None = None, **hyperparams):
+        """Build the value estimator the loss uses, e.g. ``(ValueEstimators.TD0, gamma=0.9)``.
+
+        Args:
+            value_type: a ``ValueEstimators`` member; the loss's default when None.
+            **hyperparams: the estimator's arguments (``gamma``, ``lmbda``,
+                ``average_gae``, ...). Missing ``gamma``/``lmbda`` come from the loss's
+                constructor, else 0.99 / 0.95.
+
+        Returns:
+            the loss.
+        """
+        value_type = self.default_value_estimator if value_type is None else value_type
+        if not isinstance(value_type, ValueEstimators):
+            raise TypeError(
+                f"{type(self).__name__}.make_value_estimator: value_type must be a "
+                f"ValueEstimators member ({[v.name for v in ValueEstimators]}), got "
+                f"{value_type!r}."
+            )
+        kwargs = {**_DEFAULT_VALUE_KWARGS[value_type], **self._value_kwargs, **hyperparams}
+        if value_type not in (ValueEstimators.TDLambda, ValueEstimators.GAE):
+            kwargs.pop("lmbda", None)
+        kwargs.setdefault("value_network", self._value_estimator_network())
+        estimator = value_type.estimator_class(**kwargs)
+        self._forward_keys(estimator)
+        # not a submodule: its value network is already registered under its own name
+        self.__dict__["_value_estimator"] = estimator
+        return self
+
+    def _forward_keys(self, estimator: ValueEstimatorBase) -> None:
+        names = {f.name for f in fields(self.tensor_keys)}
+        estimator.set_keys(
+            **{n: getattr(self.tensor_keys, n) for n in _ESTIMATOR_KEYS if n in names}
+        )
+
+    def _estimate(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Run the value estimator on ``tensordict`` (writes advantage and value target)."""
+        try:
+            return self.value_estimator(tensordict)
+        except ValueError as err:
+            raise _LossValueError(
+                f"{type(self).__name__}: its value estimator "
+                f"({type(self.value_estimator).__name__}) rejected the batch: {err}"
+            ) from err
+
+
+def _tb_owners(err: BaseException):
+    """The ``self`` objects of the frames an exception went through."""
+    tb = err.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if owner is not None:
+            yield owner
+        tb = tb.tb_next
+
+
+def _same_tensors(params: TensorDictBase, module: nn.Module) -> bool:
+    """Whether a cached ``from_module`` TensorDict still holds ``module``'s parameters."""
+    for name, p in module.named_parameters():
+        key = tuple(name.split("."))
+        return params.get(key, None) is p
+    return True
+
+
+# -- target networks ----------------------------------------------------------------
+def _frozen_copy(module: nn.Module) -> nn.Module:
+    """A deep copy of ``module`` whose parameters are buffers (same names, no grad)."""
+    target = copy.deepcopy(module)
+    memo: dict[int, torch.Tensor] = {}
+    for sub in list(target.modules()):
+        for child_name, child in list(sub.named_children()):
+            if isinstance(child, TensorDictParams):
+                frozen = TensorDictParams(child.data.clone(), no_convert=True)
+                setattr(sub, child_name, frozen)
+    for sub in target.modules():
+        if isinstance(sub, TensorDictParams):
+            continue
+        for pname, param in list(sub._parameters.items()):
+            if param is None:
+                continue
+            buffer = memo.get(id(param))
+            if buffer is None:
+                buffer = memo[id(param)] = param.detach().clone()
+            del sub._parameters[pname]
+            sub.register_buffer(pname, buffer)
+    return target
+
+
+def _matched_tensors(online: nn.Module, target: nn.Module):
+    """Lists ``(sources, targets)``: online parameters and float buffers, target buffers."""
+    target_buffers = dict(target.named_buffers())
+    sources, targets = [], []
+    named = list(online.named_parameters()) + [
+        (n, b) for n, b in online.named_buffers() if b.is_floating_point()
+    ]
+    for name, tensor in named:
+        dst = target_buffers.get(name)
+        if dst is None or dst.shape != tensor.shape:
+            raise RuntimeError(
+                f"target network has no buffer {name!r} matching the online network "
+                f"(shapes or structure differ); was the network changed after the loss "
+                f"was built?"
+            )
+        sources.append(tensor)
+        targets.append(dst)
+    return sources, targets
+
+
+class TargetNetUpdater:
+    """Base of ``SoftUpdate`` / ``HardUpdate``: the online and target tensors of a loss.
+
+    Subclasses implement ``step()``. The tensor lists are rebuilt automatically after the
+    loss is moved (``loss.to(...)`` replaces buffers).
+
+    Args:
+        loss_module: a loss built with at least one target network (``delay_value=True``,
+            ``delay_actor=True``, ...).
+    """
+
+    def __init__(self, loss_module: LossModule):
+        if not isinstance(loss_module, LossModule):
+            raise TypeError(
+                f"{type(self).__name__} needs a LossModule, got {type(loss_module).__name__}."
+            )
+        if not loss_module._target_pairs:
+            raise ValueError(
+                f"{type(self).__name__}: {type(loss_module).__name__} has no target network "
+                f"to update; build it with delay_value=True (or delay_actor / delay_qvalue)."
+            )
+        self.loss_module = loss_module
+        self._sources: list[torch.Tensor] = []
+        self._targets: list[torch.Tensor] = []
+        self._probe: list[tuple[nn.Module, str, torch.Tensor]] = []
+
+    def _tensors(self):
+        if not self._probe or any(
+            m.get_buffer(n) is not t for m, n, t in self._probe
+        ):  # first call, or the loss was moved
+            sources, targets, probe = [], [], []
+            for online, target in self.loss_module.target_pairs():
+                s, t = _matched_tensors(online, target)
+                sources += s
+                targets += t
+                name, buf = next(iter(target.named_buffers()))
+                probe.append((target, name, buf))
+            self._sources, self._targets, self._probe = sources, targets, probe
+        return self._sources, self._targets
+
+    @torch.no_grad()
+    def init_(self) -> None:
+        """Copy the online values into the targets."""
+        sources, targets = self._tensors()
+        torch._foreach_copy_(targets, sources)
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+
+class SoftUpdate(TargetNetUpdater):
+    """Polyak averaging of the targets: ``target <- (1 - tau) * target + tau * online``.
+
+    Give exactly one of ``tau`` and ``eps = 1 - tau``. Call ``step()`` after each
+    optimizer step.
+
+    Args:
+        loss_module: a loss with target networks.
+        eps: weight of the old target value, in [0, 1).
+        tau: weight of the online value, in (0, 1].
+
+    Example:
+        >>> from torchrl_lite.modules import QValueActor
+        >>> from torchrl_lite.objectives import DQNLoss
+        >>> loss = DQNLoss(QValueActor(nn.Linear(4, 2), action_space="categorical"), gamma=0.99)
+        >>> updater = SoftUpdate(loss, tau=0.005)
+        >>> updater.step()
+    """
+
+    def __init__(self, loss_module: LossModule, *, eps: float | None = None, tau: float | None = None):
+        super().__init__(loss_module)
+        if (eps is None) == (tau is None):
+            raise ValueError("SoftUpdate: give exactly one of eps and tau (tau = 1 - eps).")
+        tau = 1.0 - eps if tau is None else tau
+        if not 0.0 < tau <= 1.0:
+            raise ValueError(f"SoftUpdate: tau must lie in (0, 1] (eps in [0, 1)), got tau={tau}.")
+        self.tau = float(tau)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """Move every target value a fraction ``tau`` towards its online value."""
+        sources, targets = self._tensors()
+        torch._foreach_lerp_(targets, sources, self.tau)
+
+
+class HardUpdate(TargetNetUpdater):
+    """Copy the online values into the targets every ``value_network_update_interval`` steps.
+
+    Args:
+        loss_module: a loss with target networks.
+        value_network_update_interval: number of ``step()`` calls between copies.
+
+    Example:
+        >>> from torchrl_lite.modules import QValueActor
+        >>> from torchrl_lite.objectives import DQNLoss
+        >>> loss = DQNLoss(QValueActor(nn.Linear(4, 2), action_space="categorical"), gamma=0.99)
+        >>> updater = HardUpdate(loss, value_network_update_interval=100)
+        >>> for _ in range(100):
+        ...     updater.step()  # copies on the 100th call
+    """
+
+    def __init__(self, loss_module: LossModule, *, value_network_update_interval: int = 1000):
+        super().__init__(loss_module)
+        if int(value_network_update_interval) < 1:
+            raise ValueError(
+                f"HardUpdate: value_network_update_interval must be >= 1, got "
+                f"{value_network_update_interval}."
+            )
+        self.value_network_update_interval = int(value_network_update_interval)
+        self.counter = 0
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """Count a step; copy the online values into the targets every interval."""
+        self.counter += 1
+        if self.counter % self.value_network_update_interval == 0:
+            sources, targets = self._tensors()
+            torch._foreach_copy_(targets, sources)
+
+
+# -- ensembles ----------------------------------------------------------------------
+class Ensemble(nn.Module):
+    """``n`` copies of a TensorDict module evaluated in one vectorised call.
+
+    The parameters of the copies are stacked (a ``TensorDictParams`` of batch ``[n]``);
+    ``forward(td)`` runs the module under ``torch.vmap`` and returns a TensorDict of batch
+    ``[n, *td.batch_size]``. The first copy keeps ``module``'s values; the others are
+    re-initialised with each sub-module's ``reset_parameters()``.
+
+    Args:
+        module: the TensorDict module to copy (its buffers become stacked parameters too).
+        num_copies: the number of copies ``n``.
+
+    Example:
+        >>> from tensordict.nn import TensorDictModule
+        >>> q = TensorDictModule(nn.Linear(4, 1), ["obs_act"], ["state_action_value"])
+        >>> ens = Ensemble(q, 2)
+        >>> ens(TensorDict(obs_act=torch.randn(5, 4), batch_size=[5]))["state_action_value"].shape
+        torch.Size([2, 5, 1])
+    """
+
+    def __init__(self, module: nn.Module, num_copies: int):
+        super().__init__()
+        if int(num_copies) < 1:
+            raise ValueError(f"Ensemble: num_copies must be >= 1, got {num_copies}.")
+        copies = [TensorDict.from_module(module).data.clone()]
+        for _ in range(int(num_copies) - 1):
+            fresh = copy.deepcopy(module)
+            for sub in fresh.modules():
+                if hasattr(sub, "reset_parameters"):
+                    sub.reset_parameters()
+            copies.append(TensorDict.from_module(fresh).data.clone())
+        self.params = TensorDictParams(torch.stack(copies).contiguous())
+        self.__dict__["module"] = module  # the template: not a submodule (no own params)
+        self.in_keys = list(getattr(module, "in_keys", []))
+        self.out_keys = list(getattr(module, "out_keys", []))
+        self.num_copies = int(num_copies)
+
+    def _call_one(self, params: TensorDictBase, tensordict: TensorDictBase):
+        with params.to_module(self.module):
+            return self.module(tensordict.copy())
+
+    def forward(self, tensordict: TensorDictBase, shared_input: bool = True) -> TensorDictBase:
+        """Outputs of all copies, batch ``[n, *B]``.
+
+        Args:
+            tensordict: the input, batch ``[*B]`` (``shared_input``) or ``[n, *B]``
+                (one input per copy).
+            shared_input: whether every copy reads the same input.
+        """
+        in_dims = (0, None if shared_input else 0)
+        return torch.vmap(self._call_one, in_dims, randomness="different")(self.params, tensordict)
