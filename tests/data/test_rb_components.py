@@ -30,7 +30,11 @@ def transitions(n, start=0):
         {
             "obs": x.float().unsqueeze(-1).expand(n, 3).clone(),
             ("next", "reward"): x.float().unsqueeze(-1),
-            ("nested", "deep", "pixels"): (x % 256).to(torch.uint8).view(n, 1, 1).expand(n, 2, 2).clone(),
+            ("nested", "deep", "pixels"): (x % 256)
+            .to(torch.uint8)
+            .view(n, 1, 1)
+            .expand(n, 2, 2)
+            .clone(),
         },
         batch_size=[n],
     )

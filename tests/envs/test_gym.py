@@ -312,3 +312,28 @@ def test_gym_fake_tensordict_and_rand_step():
     real = env.rand_step()
     assert set(fake.keys(True, True)) == set(real.keys(True, True))
     assert repr(env).startswith("GymEnv(env=CartPole-v1")
+
+
+def test_gym_rollout_keeps_gradients_of_a_differentiable_policy():
+    env = GymEnv("Pendulum-v1")
+    weight = torch.ones(3, 1, requires_grad=True)
+
+    def policy(td):
+        return td.set("action", (td["observation"] @ weight).tanh() * 2)
+
+    td = env.rollout(300, policy=policy, break_when_any_done=False)  # > one recording chunk
+    assert td["action"].shape == (300, 1) and td["action"].requires_grad
+    td["action"].sum().backward()
+    assert weight.grad is not None and weight.grad.abs().sum() > 0
+
+
+def test_gym_rollout_entry_changing_shape_is_named():
+    env = GymEnv("Pendulum-v1")
+    step = iter(range(1000))
+
+    def policy(td):
+        td.set("extra", torch.zeros(1 + (next(step) == 5)))
+        return td.set("action", torch.zeros(1))
+
+    with pytest.raises(RuntimeError, match="'extra' changed shape"):
+        env.rollout(10, policy=policy)

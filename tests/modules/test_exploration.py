@@ -359,3 +359,15 @@ def test_ou_bad_is_init_shape_raises():
     )
     with pytest.raises(ValueError, match="is_init"):
         module(bad)
+
+
+def test_ou_state_travels_through_env_rollout():
+    from torchrl_lite.envs import GymEnv
+
+    env = GymEnv("Pendulum-v1")
+    policy = OrnsteinUhlenbeckProcessWrapper(Actor(nn.Linear(3, 1), spec=env.action_spec))
+    with set_exploration_type(ExplorationType.RANDOM), torch.no_grad():
+        rollout = env.rollout(5, policy=policy)
+    assert rollout["_ou_steps"].flatten().tolist() == [1, 2, 3, 4, 5]
+    assert env.action_spec.is_in(rollout["action"])
+    env.close()

@@ -1,25 +1,6 @@
 """Specs, replay buffers and offline datasets."""
 
-from torchrl_lite.data.tensor_specs import (
-    Binary,
-    BinaryDiscreteTensorSpec,
-    Bounded,
-    BoundedTensorSpec,
-    Categorical,
-    Composite,
-    CompositeSpec,
-    DiscreteTensorSpec,
-    MultiCategorical,
-    MultiDiscreteTensorSpec,
-    MultiOneHot,
-    MultiOneHotDiscreteTensorSpec,
-    OneHot,
-    OneHotDiscreteTensorSpec,
-    TensorSpec,
-    Unbounded,
-    UnboundedContinuousTensorSpec,
-    UnboundedDiscreteTensorSpec,
-)
+from torchrl_lite.data.datasets import D4RLExperienceReplay, MinariExperienceReplay
 from torchrl_lite.data.replay_buffers import (
     LazyMemmapStorage,
     LazyTensorStorage,
@@ -41,7 +22,26 @@ from torchrl_lite.data.replay_buffers import (
     TensorStorage,
     Writer,
 )
-from torchrl_lite.data.datasets import D4RLExperienceReplay, MinariExperienceReplay
+from torchrl_lite.data.tensor_specs import (
+    Binary,
+    BinaryDiscreteTensorSpec,
+    Bounded,
+    BoundedTensorSpec,
+    Categorical,
+    Composite,
+    CompositeSpec,
+    DiscreteTensorSpec,
+    MultiCategorical,
+    MultiDiscreteTensorSpec,
+    MultiOneHot,
+    MultiOneHotDiscreteTensorSpec,
+    OneHot,
+    OneHotDiscreteTensorSpec,
+    TensorSpec,
+    Unbounded,
+    UnboundedContinuousTensorSpec,
+    UnboundedDiscreteTensorSpec,
+)
 
 __all__ = [
     "Binary",

@@ -388,14 +388,15 @@ class _RolloutRecorder:
 
     Each step only keeps a reference to its TensorDict (the env returns new tensors each
     step); every ``_ROLLOUT_CHUNK`` steps the leaves are copied into the preallocated
-    buffers with one ``torch.stack(..., out=...)`` per key.
+    buffers with one ``torch.stack(..., out=...)`` per key. Leaves that carry gradients
+    (a differentiable policy) are stacked without ``out=`` so the graph is kept.
     """
 
     def __init__(self, max_steps: int):
         self.max_steps = max_steps
         self.keys: list | None = None
         self.getters: list = []
-        self.buffers: list[torch.Tensor] = []
+        self.buffers: list[torch.Tensor | list[torch.Tensor]] = []
         self.pending: list[TensorDictBase] = []
         self.written = 0
 
@@ -416,10 +417,22 @@ class _RolloutRecorder:
         n = len(self.pending)
         if n == 0:
             return
-        for getter, buf in zip(self.getters, self.buffers):
-            torch.stack(
-                [getter(td) for td in self.pending], out=buf[self.written : self.written + n]
-            )
+        for i, (key, getter) in enumerate(zip(self.keys, self.getters)):
+            leaves = [getter(td) for td in self.pending]
+            buf = self.buffers[i]
+            try:
+                if isinstance(buf, list) or leaves[0].requires_grad:
+                    if not isinstance(buf, list):  # switch this key to keeping the graph
+                        buf = self.buffers[i] = [buf[: self.written]]
+                    buf.append(torch.stack(leaves))
+                else:
+                    torch.stack(leaves, out=buf[self.written : self.written + n])
+            except RuntimeError as err:
+                shapes = sorted({tuple(leaf.shape) for leaf in leaves})
+                raise RuntimeError(
+                    f"rollout: entry {key!r} changed shape or dtype between steps (shapes seen: "
+                    f"{shapes}); an env or policy must write the same shape at every step."
+                ) from err
         self.pending.clear()
         self.written += n
 
@@ -429,7 +442,7 @@ class _RolloutRecorder:
         ndim = len(batch_size)
         out = TensorDict(batch_size=(*batch_size, steps), device=device)
         for key, buf in zip(self.keys, self.buffers):
-            leaf = buf[:steps]  # [T, *batch, ...]
+            leaf = torch.cat(buf) if isinstance(buf, list) else buf[:steps]  # [T, *batch, ...]
             if ndim:
                 leaf = leaf.movedim(0, ndim).contiguous()  # [*batch, T, ...]
             out.set(key, leaf)

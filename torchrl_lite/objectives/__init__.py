@@ -4,6 +4,7 @@
 ``torchrl_lite.objectives.value.functional`` follow TorchRL's import paths.
 """
 
+from torchrl_lite.objectives.common import HardUpdate, LossModule, SoftUpdate
 from torchrl_lite.objectives.value import (
     GAE,
     TD0Estimator,
@@ -14,6 +15,9 @@ from torchrl_lite.objectives.value import (
 )
 
 __all__ = [
+    "HardUpdate",
+    "LossModule",
+    "SoftUpdate",
     "GAE",
     "TD0Estimator",
     "TD1Estimator",

@@ -260,11 +260,13 @@ class LossModule(nn.Module):
         (e.g. the Q-network in an actor loss).
         """
         module = getattr(self, name)
+        if isinstance(module, Ensemble):
+            return module(tensordict, params=module.params.detach())
         params = self._params_cache.get(name)
         if params is None or not _same_tensors(params, module):
             params = TensorDict.from_module(module)
             self._params_cache[name] = params
-        with params.detach().to_module(module):
+        with params.detach().to_module(module, preserve_module_state=False):
             return module(tensordict)
 
     # -- value estimators ------------------------------------------------------------
@@ -389,6 +391,15 @@ def _matched_tensors(online: nn.Module, target: nn.Module):
     return sources, targets
 
 
+def _buffer_owner(module: nn.Module, tensor: torch.Tensor):
+    """``(owner, local name, tensor)`` of a buffer of ``module`` (to notice a move)."""
+    for sub in module.modules():
+        for name, buf in sub._buffers.items():
+            if buf is tensor:
+                return sub, name, tensor
+    raise RuntimeError("target network buffer not found")  # unreachable by construction
+
+
 class TargetNetUpdater:
     """Base of ``SoftUpdate`` / ``HardUpdate``: the online and target tensors of a loss.
 
@@ -417,15 +428,14 @@ class TargetNetUpdater:
 
     def _tensors(self):
         if not self._probe or any(
-            m.get_buffer(n) is not t for m, n, t in self._probe
+            m._buffers.get(n) is not t for m, n, t in self._probe
         ):  # first call, or the loss was moved
             sources, targets, probe = [], [], []
             for online, target in self.loss_module.target_pairs():
                 s, t = _matched_tensors(online, target)
                 sources += s
                 targets += t
-                name, buf = next(iter(target.named_buffers()))
-                probe.append((target, name, buf))
+                probe.append(_buffer_owner(target, t[0]))
             self._sources, self._targets, self._probe = sources, targets, probe
         return self._sources, self._targets
 
@@ -458,7 +468,9 @@ class SoftUpdate(TargetNetUpdater):
         >>> updater.step()
     """
 
-    def __init__(self, loss_module: LossModule, *, eps: float | None = None, tau: float | None = None):
+    def __init__(
+        self, loss_module: LossModule, *, eps: float | None = None, tau: float | None = None
+    ):
         super().__init__(loss_module)
         if (eps is None) == (tau is None):
             raise ValueError("SoftUpdate: give exactly one of eps and tau (tau = 1 - eps).")
@@ -548,16 +560,23 @@ class Ensemble(nn.Module):
         self.num_copies = int(num_copies)
 
     def _call_one(self, params: TensorDictBase, tensordict: TensorDictBase):
-        with params.to_module(self.module):
+        with params.to_module(self.module, preserve_module_state=False):
             return self.module(tensordict.copy())
 
-    def forward(self, tensordict: TensorDictBase, shared_input: bool = True) -> TensorDictBase:
+    def forward(
+        self,
+        tensordict: TensorDictBase,
+        shared_input: bool = True,
+        params: TensorDictBase | None = None,
+    ) -> TensorDictBase:
         """Outputs of all copies, batch ``[n, *B]``.
 
         Args:
             tensordict: the input, batch ``[*B]`` (``shared_input``) or ``[n, *B]``
                 (one input per copy).
             shared_input: whether every copy reads the same input.
+            params: stacked parameters to use instead of ``self.params`` (e.g. detached).
         """
+        params = self.params if params is None else params
         in_dims = (0, None if shared_input else 0)
-        return torch.vmap(self._call_one, in_dims, randomness="different")(self.params, tensordict)
+        return torch.vmap(self._call_one, in_dims, randomness="different")(params, tensordict)

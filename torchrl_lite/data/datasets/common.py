@@ -20,7 +20,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys
 from torchrl_lite.data.replay_buffers.replay_buffers import TensorDictReplayBuffer
-from torchrl_lite.data.replay_buffers.storages import TensorStorage
+from torchrl_lite.data.replay_buffers.tensor_storage import TensorStorage
 from torchrl_lite.data.replay_buffers.writers import Writer
 
 __all__ = ["BaseDatasetExperienceReplay", "split_trajectories", "default_data_root"]

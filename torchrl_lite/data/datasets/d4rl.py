@@ -31,8 +31,9 @@ def read_d4rl_hdf5(path, use_truncated_as_done: bool = True) -> TensorDict:
 
     Without ``next_observations`` the next observation of step ``i`` is observation
     ``i + 1``; steps whose next observation is then unknown (a timeout, whose next row
-    starts a new episode, and the file's last row) are left out, and the step before a
-    left-out timeout is marked truncated. Trajectory ids go to ``("collector", "traj_ids")``
+    starts a new episode, and the file's last row unless terminal) are left out, and the
+    step before a left-out timeout is marked truncated. The next observation of a terminal
+    step is a placeholder (never bootstrapped from). Trajectory ids go to ``("collector", "traj_ids")``
     and ``infos/<name>`` arrays to ``("info", <name>)``.
 
     Args:
@@ -51,7 +52,9 @@ def read_d4rl_hdf5(path, use_truncated_as_done: bool = True) -> TensorDict:
         obs = torch.from_numpy(np.asarray(file["observations"][:]))
         size = obs.shape[0]
         actions = torch.from_numpy(np.asarray(file["actions"][:]))
-        rewards = torch.from_numpy(np.asarray(file["rewards"][:], dtype=np.float32)).reshape(size, 1)
+        rewards = torch.from_numpy(np.asarray(file["rewards"][:], dtype=np.float32)).reshape(
+            size, 1
+        )
         terminated = _bool_column(file, "terminals", size)
         truncated = _bool_column(file, "timeouts", size)
         has_next = "next_observations" in file
@@ -69,7 +72,7 @@ def read_d4rl_hdf5(path, use_truncated_as_done: bool = True) -> TensorDict:
     if next_obs is None:
         next_obs = torch.cat([obs[1:], obs[-1:]])
         keep = ~truncated
-        keep[-1] = False
+        keep[-1] = bool(terminated[-1])
         # the step before a dropped timeout now ends its trajectory, cut short
         before_dropped = torch.zeros(size, dtype=torch.bool)
         before_dropped[:-1] = ~keep[1:] & (traj_ids[:-1] == traj_ids[1:])
@@ -132,7 +135,14 @@ class D4RLExperienceReplay(BaseDatasetExperienceReplay):
 
     dataset_name = "d4rl"
 
-    def __init__(self, dataset_id: str, batch_size: int | None = None, *, use_truncated_as_done=True, **kwargs):
+    def __init__(
+        self,
+        dataset_id: str,
+        batch_size: int | None = None,
+        *,
+        use_truncated_as_done=True,
+        **kwargs,
+    ):
         self.use_truncated_as_done = use_truncated_as_done
         super().__init__(dataset_id, batch_size, **kwargs)
 

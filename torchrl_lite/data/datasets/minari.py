@@ -66,16 +66,18 @@ def read_minari_hdf5(path) -> TensorDict:
             steps = int(np.asarray(episode["rewards"]).shape[0])
             obs = _read(episode["observations"])
             infos = _read(episode["infos"]) if "infos" in episode else {}
-            next_infos = {
-                k: v[-steps:] for k, v in infos.items() if isinstance(v, torch.Tensor)
-            }
+            next_infos = {k: v[-steps:] for k, v in infos.items() if isinstance(v, torch.Tensor)}
             part = {
                 _keys.OBSERVATION: _steps(obs, steps, 0),
                 (_keys.NEXT, _keys.OBSERVATION): _steps(obs, steps, 1),
                 _keys.ACTION: _read(episode["actions"]),
                 (_keys.NEXT, _keys.REWARD): _read(episode["rewards"]).float().reshape(steps, 1),
-                (_keys.NEXT, _keys.TERMINATED): _read(episode["terminations"]).bool().reshape(steps, 1),
-                (_keys.NEXT, _keys.TRUNCATED): _read(episode["truncations"]).bool().reshape(steps, 1),
+                (_keys.NEXT, _keys.TERMINATED): _read(episode["terminations"])
+                .bool()
+                .reshape(steps, 1),
+                (_keys.NEXT, _keys.TRUNCATED): _read(episode["truncations"])
+                .bool()
+                .reshape(steps, 1),
                 _keys.TRAJ_IDS: torch.full((steps,), int(name[8:]), dtype=torch.long),
                 (_keys.NEXT, "info"): next_infos,
             }

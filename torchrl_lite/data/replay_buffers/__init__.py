@@ -30,11 +30,10 @@ from torchrl_lite.data.replay_buffers.samplers import (
     SliceSampler,
     SliceSamplerWithoutReplacement,
 )
-from torchrl_lite.data.replay_buffers.storages import (
+from torchrl_lite.data.replay_buffers.storages import ListStorage, Storage
+from torchrl_lite.data.replay_buffers.tensor_storage import (
     LazyMemmapStorage,
     LazyTensorStorage,
-    ListStorage,
-    Storage,
     TensorStorage,
 )
 from torchrl_lite.data.replay_buffers.writers import (

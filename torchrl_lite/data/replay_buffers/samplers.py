@@ -401,7 +401,9 @@ class SliceSampler(Sampler):
         if self._cache_key == key:
             return self._cache
         if not hasattr(storage, "column"):
-            raise TypeError(f"{type(self).__name__} needs a tensor storage, got {type(storage).__name__}.")
+            raise TypeError(
+                f"{type(self).__name__} needs a tensor storage, got {type(storage).__name__}."
+            )
         if storage._item_batch:
             raise ValueError(
                 f"{type(self).__name__} slices single steps; the storage holds items of batch "

@@ -162,9 +162,9 @@ class TensorDictMaxValueWriter(Writer):
         >>> writer = TensorDictMaxValueWriter(rank_key="score")
         >>> writer.register_storage(LazyTensorStorage(2))
         >>> writer.extend(TensorDict(score=torch.tensor([1.0, 5.0, 3.0]), batch_size=[3])).tolist()
-        [0, 1, -1]
-        >>> writer.extend(TensorDict(score=torch.tensor([4.0]), batch_size=[1])).tolist()
-        [0]
+        [-1, 0, 1]
+        >>> writer.extend(TensorDict(score=torch.tensor([4.0]), batch_size=[1])).tolist()  # evicts 3
+        [1]
     """
 
     def __init__(self, rank_key=None, reduction: str = "sum") -> None:

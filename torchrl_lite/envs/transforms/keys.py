@@ -170,6 +170,9 @@ class RenameTransform(Transform):
                 next_tensordict.set(out_key, value)
         return next_tensordict
 
+    def _has_inverse(self):
+        return bool(self._inv_pairs)
+
     def _inv_call(self, tensordict):
         for in_key, out_key in self._inv_pairs:
             value = tensordict.pop(out_key, None)

@@ -136,6 +136,9 @@ class TransformedEnv(EnvBase):
         if len({id(t) for t in transforms}) != len(transforms):
             raise ValueError("The same transform object appears twice in the list; clone() it.")
         previous = list(self.__dict__["_transforms"]) if "_transforms" in self.__dict__ else None
+        for t in transforms:
+            if all(t is not u for u in previous or ()):
+                t.to(self.device)  # buffers (loc, scale, ...) on the env's device
         try:
             chain = self._spec_chain(transforms)
         except Exception:
@@ -175,11 +178,7 @@ class TransformedEnv(EnvBase):
 
     def _install(self, transforms: list, chain: list) -> None:
         self._transforms = tuple(transforms)
-        self._inv_transforms = tuple(
-            t
-            for t in reversed(transforms)
-            if t.in_keys_inv or type(t)._inv_call is not Transform._inv_call
-        )
+        self._inv_transforms = tuple(t for t in reversed(transforms) if t._has_inverse())
         self._chain = chain
         self._views = {}
         final = chain[-1]

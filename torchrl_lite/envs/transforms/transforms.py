@@ -27,152 +27,21 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
-from torchrl_lite.data.tensor_specs import Bounded, Composite, TensorSpec, Unbounded
+from torchrl_lite.data.tensor_specs import Composite, TensorSpec
+from torchrl_lite.envs.transforms._utils import (  # noqa: F401  (re-exported for transforms)
+    EnvSpecs,
+    _as_tuple,
+    _norm_key,
+    _norm_keys,
+    _reset_mask,
+    map_leaf_spec,
+    require_keys,
+    td_get,
+    td_set,
+)
 
 __all__ = ["Transform", "Compose", "EnvSpecs"]
-
-
-# Fast entry access for the per-step path: TensorDict's public get/set dispatch on the
-# key type and parse their arguments on every call (~0.3 us each); the typed variants
-# skip that. Falls back to the public methods if a tensordict version lacks them.
-if hasattr(TensorDictBase, "_get_str") and hasattr(TensorDictBase, "_set_str"):
-
-    def td_get(td: TensorDictBase, key):
-        """``td.get(key, None)``, faster."""
-        if type(key) is str:
-            return td._get_str(key, None)
-        return td._get_tuple(key, None)
-
-    def td_set(td: TensorDictBase, key, value) -> None:
-        """``td.set(key, value)`` (validated), faster for string keys."""
-        if type(key) is str:
-            td._set_str(key, value, validated=False, inplace=False)
-        else:
-            td.set(key, value)
-
-else:  # pragma: no cover
-
-    def td_get(td, key):
-        return td.get(key, None)
-
-    def td_set(td, key, value) -> None:
-        td.set(key, value)
-
-
-def _norm_key(key):
-    """A key as TensorDict stores it: a string, or a tuple of strings for nested keys."""
-    if isinstance(key, str):
-        return key
-    if isinstance(key, tuple) and key and all(isinstance(k, str) for k in key):
-        return key[0] if len(key) == 1 else key
-    raise TypeError(f"Keys are strings or tuples of strings, got {key!r}")
-
-
-def _norm_keys(keys) -> list:
-    """A list of keys from None, one key (a string or a tuple) or a list of keys."""
-    if keys is None:
-        return []
-    if isinstance(keys, (str, tuple)):
-        keys = [keys]
-    return [_norm_key(k) for k in keys]
-
-
-def _as_tuple(key) -> tuple:
-    return key if isinstance(key, tuple) else (key,)
-
-
-def _reset_mask(tensordict: TensorDictBase | None, batch_size) -> torch.Tensor | None:
-    """The ``"_reset"`` mask of a partial reset reshaped to ``[*batch]``, or None."""
-    if tensordict is None:
-        return None
-    mask = tensordict.get(K.RESET, None)
-    if mask is None:
-        return None
-    return mask.reshape(batch_size)
-
-
-def map_leaf_spec(spec: TensorSpec, fn) -> TensorSpec:
-    """The spec of ``fn(x)`` for ``x`` in ``spec``: bounds go through ``fn`` too.
-
-    ``fn`` must be batch-agnostic and elementwise monotonic for a ``Bounded`` spec (an
-    affine map, a cast, a reshape, a resize); other specs keep their type when shape and
-    dtype are unchanged and become ``Unbounded`` otherwise.
-    """
-    if isinstance(spec, Bounded):
-        lo, hi = fn(spec.low), fn(spec.high)
-        low, high = torch.minimum(lo, hi), torch.maximum(lo, hi)
-        return Bounded(low, high, low.shape, device=spec.device, dtype=low.dtype)
-    out = fn(spec.zero())
-    if out.shape == spec.shape and out.dtype == spec.dtype:
-        return spec.clone()
-    return Unbounded(out.shape, device=spec.device, dtype=out.dtype)
-
-
-class EnvSpecs:
-    """The five spec Composites of an env at one point of a transform list."""
-
-    __slots__ = ("observation", "reward", "done", "action", "state", "batch_size", "device")
-
-    def __init__(self, observation, reward, done, action, state, batch_size, device):
-        self.observation, self.reward, self.done = observation, reward, done
-        self.action, self.state = action, state
-        self.batch_size, self.device = batch_size, device
-
-    @classmethod
-    def from_env(cls, env) -> EnvSpecs:
-        return cls(
-            env.full_observation_spec.clone(),
-            env.full_reward_spec.clone(),
-            env.full_done_spec.clone(),
-            env.full_action_spec.clone(),
-            env.full_state_spec.clone(),
-            env.batch_size,
-            env.device,
-        )
-
-    def clone(self) -> EnvSpecs:
-        return EnvSpecs(
-            self.observation.clone(),
-            self.reward.clone(),
-            self.done.clone(),
-            self.action.clone(),
-            self.state.clone(),
-            self.batch_size,
-            self.device,
-        )
-
-    def output_keys(self) -> list:
-        """Leaf keys an env writes (reset output and ``"next"``) plus its state keys."""
-        out = []
-        for spec in (self.observation, self.reward, self.done, self.state):
-            out.extend(spec.keys(True, True))
-        return out
-
-    def input_keys(self) -> list:
-        """Leaf keys ``step`` reads: the action and state entries."""
-        return list(self.action.keys(True, True)) + list(self.state.keys(True, True))
-
-    def find(self, key) -> tuple[str, TensorSpec] | None:
-        """``(name of the Composite, leaf spec)`` holding ``key``, or None."""
-        for name in ("observation", "reward", "done", "state", "action"):
-            composite = getattr(self, name)
-            if key in composite:
-                return name, composite[key]
-        return None
-
-
-def require_keys(transform, keys, available, what: str = "in_keys") -> None:
-    """Raise KeyError naming the first of ``keys`` missing from ``available``."""
-    available = list(available)
-    present = {_as_tuple(k) for k in available}
-    for key in keys:
-        if _as_tuple(key) not in present:
-            raise KeyError(
-                f"{type(transform).__name__}: {what} entry {key!r} is not in the specs of the "
-                f"env it transforms. " + missing_key_message(key, available)
-            )
 
 
 class Transform(nn.Module):
@@ -250,6 +119,10 @@ class Transform(nn.Module):
 
     def transform_state_spec(self, state_spec: Composite) -> Composite:
         return self._map_inv_specs(state_spec)
+
+    def _has_inverse(self) -> bool:
+        """Whether ``_inv_call`` does anything (else the env skips it, and a copy, per step)."""
+        return bool(self._inv_pairs) or type(self)._inv_call is not Transform._inv_call
 
     def _root_keys_read(self) -> list:
         """Entries ``_step`` reads from the step's input (the previous output, e.g. a count).

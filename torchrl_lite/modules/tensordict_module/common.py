@@ -52,8 +52,10 @@ def missing_input_error(module, tensordict: TensorDictBase, in_keys=None) -> Key
     Example:
         >>> from tensordict import TensorDict
         >>> mod = SafeModule(torch.nn.Identity(), in_keys=["obs"], out_keys=["out"])
-        >>> print(missing_input_error(mod, TensorDict(observation=torch.zeros(3))))
-        SafeModule(Identity) reads 'obs', which the input lacks. Key 'obs' not found...
+        >>> err = missing_input_error(mod, TensorDict(observations=torch.zeros(3)))
+        >>> print(err)  # doctest: +NORMALIZE_WHITESPACE
+        SafeModule(Identity) reads 'obs', which the input lacks. Key 'obs' not found.
+        Available keys: ['observations']. The module's in_keys: ['obs'].
     """
     in_keys = module.in_keys if in_keys is None else in_keys
     present = tensordict.keys(include_nested=True)
