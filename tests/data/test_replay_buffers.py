@@ -135,6 +135,19 @@ def test_prefetch_keeps_samples_ready_and_respects_batch_size():
         buffer.sample()
 
 
+def test_prefetch_keeps_epochs_exact():
+    buffer = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(100),
+        sampler=SamplerWithoutReplacement(),
+        batch_size=7,
+        prefetch=4,
+    )
+    buffer.extend(transitions(30))
+    first = torch.cat([buffer.sample()["index"] for _ in range(2)])
+    rest = torch.cat([sample["index"] for sample in buffer])  # finishes the same epoch
+    assert sorted(torch.cat([first, rest]).tolist()) == list(range(30))
+
+
 def test_iteration_with_random_sampler_never_ends():
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(100), batch_size=4)
     buffer.extend(transitions(10))
@@ -144,8 +157,11 @@ def test_iteration_with_random_sampler_never_ends():
 
 
 def test_exports_from_data_and_replay_buffers():
+    from torchrl_lite.data.replay_buffers import storages
+
     for name in rb_pkg.__all__:
         assert getattr(data_pkg, name) is getattr(rb_pkg, name)
+    assert storages.LazyMemmapStorage is LazyMemmapStorage  # TorchRL's module path works
     assert data_pkg.D4RLExperienceReplay.__module__ == "torchrl_lite.data.datasets.d4rl"
 
 

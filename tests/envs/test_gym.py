@@ -337,3 +337,10 @@ def test_gym_rollout_entry_changing_shape_is_named():
 
     with pytest.raises(RuntimeError, match="'extra' changed shape"):
         env.rollout(10, policy=policy)
+
+
+def test_gym_vector_action_spec_has_batch_dims_even_when_ambiguous():
+    env = GymEnv("CartPole-v1", num_envs=2)  # OneHot(2) in a batch of 2
+    assert env.action_spec.shape == (2, 2)
+    td = env.rollout(5, break_when_any_done=False)
+    assert td["action"].shape == (2, 5, 2)

@@ -1,11 +1,33 @@
-"""Environments: the ``EnvBase`` contract, library wrappers, a pure-torch pendulum."""
+"""Environments: the ``EnvBase`` contract, library wrappers, batched envs, transforms."""
 
+from torchrl_lite.envs.batched_envs import ParallelEnv, SerialEnv
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.custom.pendulum import PendulumEnv
 from torchrl_lite.envs.libs.gym import GymEnv, GymWrapper
-from torchrl_lite.envs.utils import check_env_specs, step_mdp
+from torchrl_lite.envs.transforms import *  # noqa: F403
+from torchrl_lite.envs.transforms import __all__ as _transforms_all
+from torchrl_lite.envs.utils import (
+    ExplorationType,
+    check_env_specs,
+    exploration_type,
+    set_exploration_type,
+    step_mdp,
+)
 
-__all__ = ["EnvBase", "GymEnv", "GymWrapper", "PendulumEnv", "check_env_specs", "step_mdp"]
+__all__ = [
+    "EnvBase",
+    "ExplorationType",
+    "GymEnv",
+    "GymWrapper",
+    "ParallelEnv",
+    "PendulumEnv",
+    "SerialEnv",
+    "check_env_specs",
+    "exploration_type",
+    "set_exploration_type",
+    "step_mdp",
+    *_transforms_all,
+]
 
 # Optional-dependency envs, imported on first access so that `import torchrl_lite.envs`
 # does not import dm_control/MuJoCo (left out of __all__: `import *` must not import them).
@@ -21,9 +43,3 @@ def __getattr__(name):
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-from torchrl_lite.envs.batched_envs import ParallelEnv, SerialEnv  # noqa: E402
-__all__ += ["ParallelEnv", "SerialEnv"]
-from torchrl_lite.envs.transforms import *  # noqa: E402, F403
-from torchrl_lite.envs.transforms import __all__ as _transforms_all  # noqa: E402
-
-__all__ += _transforms_all

@@ -25,9 +25,12 @@ import pickle
 import select
 import signal
 import struct
+import time
 import traceback
 
 import torch
+
+from torchrl_lite.envs import _batched_utils as U
 
 STEP, RESET, SEED, CLOSE = b"s", b"r", b"e", b"c"
 OK, ERROR = b"O", b"E"
@@ -120,7 +123,7 @@ def worker_main(conn, factories: list, num_threads: int, parent_pid: int, inheri
         other.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(num_threads)
-    from torchrl_lite.envs.batched_envs import SerialEnv, _env_info, _rows
+    from torchrl_lite.envs.batched_envs import SerialEnv  # imports this module
 
     channel = Channel(conn)
     envs = []
@@ -128,12 +131,12 @@ def worker_main(conn, factories: list, num_threads: int, parent_pid: int, inheri
         try:
             for factory in factories:
                 envs.append(factory.load()() if isinstance(factory, CloudPickled) else factory())
-            channel.send(OK + pickle.dumps([_env_info(env) for env in envs]))
+            channel.send(OK + pickle.dumps([U.env_info(env) for env in envs]))
             views = conn.recv()
             serial = SerialEnv._from_envs(envs)
-            rows = _rows([views["input"][key] for key in serial._input_keys])
-            step_rows = _rows([views["step"][key] for key in serial._step_keys])
-            reset_rows = _rows([views["reset"][key] for key in serial._reset_keys])
+            rows = U.rows([views["input"][key] for key in serial._input_keys])
+            step_rows = U.rows([views["step"][key] for key in serial._step_keys])
+            reset_rows = U.rows([views["reset"][key] for key in serial._reset_keys])
             mask = views["mask"]
             channel.send(b"")
         except Exception as err:
@@ -176,3 +179,25 @@ def _serve(channel, serial, rows, step_rows, reset_rows, mask, parent_pid: int) 
             channel.send(error_reply(err))
             continue
         channel.send(b"")
+
+
+def stop_workers(procs: list, conns: list, grace: float) -> None:
+    """Ask each worker to close, join them, terminate (then kill) the ones that linger."""
+    for conn, proc in zip(conns, procs):
+        if proc.is_alive():
+            try:
+                conn.send_bytes(CLOSE)
+            except OSError:
+                pass
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=1.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=1.0)
+    for conn in conns:
+        conn.close()

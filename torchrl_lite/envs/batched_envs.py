@@ -20,200 +20,40 @@ import multiprocessing
 import os
 import pickle
 import signal
-import time
 import weakref
-from typing import NamedTuple
 
 import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
-from torchrl_lite.data.tensor_specs import Composite
+from torchrl_lite.envs import _batched_utils as U
 from torchrl_lite.envs import _batched_worker as W
 from torchrl_lite.envs.common import EnvBase
 
 __all__ = ["SerialEnv", "ParallelEnv"]
 
-_SPEC_NAMES = (
-    "full_observation_spec",
-    "full_state_spec",
-    "full_action_spec",
-    "full_reward_spec",
-    "full_done_spec",
-)
 _POLL_S = 0.2  # how often a parent waiting on a worker checks that the worker is alive
 _JOIN_S = 3.0  # how long close() waits for workers to exit before terminating them
 _FAIL_GRACE_S = 1.0  # the same after a worker failed (the others may be mid-step)
-_FOREACH_COPY = hasattr(torch, "_foreach_copy_")  # one kernel launch for all of a row's leaves
-
-
-class _EnvInfo(NamedTuple):
-    """What a batched env needs to know about one copy (picklable, sent by workers)."""
-
-    specs: dict
-    batch_size: torch.Size
-    device: torch.device
-    name: str
-
-
-def _env_info(env: EnvBase) -> _EnvInfo:
-    if not isinstance(env, EnvBase):
-        raise TypeError(
-            f"create_env_fn must return an EnvBase (e.g. GymEnv), got {type(env).__name__}"
-        )
-    specs = {name: getattr(env, name) for name in _SPEC_NAMES}
-    return _EnvInfo(specs, torch.Size(env.batch_size), torch.device(env.device), repr(env))
-
-
-# -- argument checks -----------------------------------------------------------------
-def _as_factories(cls_name: str, num_workers, create_env_fn, create_env_kwargs) -> list:
-    """Zero-argument factories, one per copy, after checking the constructor arguments."""
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int):
-        raise TypeError(f"{cls_name}: num_workers must be an int >= 1, got {num_workers!r}")
-    if num_workers < 1:
-        raise ValueError(
-            f"{cls_name}: num_workers must be >= 1, got {num_workers}. "
-            "Use the env itself for a single copy."
-        )
-    fns = list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else [create_env_fn]
-    if len(fns) not in (1, num_workers):
-        raise ValueError(
-            f"{cls_name}: create_env_fn is a list of {len(fns)} callables; expected one or "
-            f"num_workers={num_workers}."
-        )
-    for fn in fns:
-        if not callable(fn):
-            hint = (
-                " Pass a factory, e.g. `lambda: GymEnv(...)`, not a live env."
-                if isinstance(fn, EnvBase)
-                else ""
-            )
-            raise TypeError(
-                f"{cls_name}: create_env_fn must be a callable returning an env (or a list "
-                f"of them), got {fn!r} ({type(fn).__name__}).{hint}"
-            )
-    if create_env_kwargs is None:
-        kwargs = [{}]
-    elif isinstance(create_env_kwargs, dict):
-        kwargs = [create_env_kwargs]
-    elif isinstance(create_env_kwargs, (list, tuple)) and all(
-        isinstance(k, dict) for k in create_env_kwargs
-    ):
-        kwargs = list(create_env_kwargs)
-    else:
-        raise TypeError(
-            f"{cls_name}: create_env_kwargs must be a dict or a list of dicts, got "
-            f"{type(create_env_kwargs).__name__}"
-        )
-    if len(kwargs) not in (1, num_workers):
-        raise ValueError(
-            f"{cls_name}: create_env_kwargs is a list of {len(kwargs)} dicts; expected one or "
-            f"num_workers={num_workers}."
-        )
-    factories = []
-    for i in range(num_workers):
-        fn = fns[i if len(fns) > 1 else 0]
-        kw = kwargs[i if len(kwargs) > 1 else 0]
-        factories.append(functools.partial(fn, **kw) if kw else fn)
-    return factories
-
-
-def _check_same_specs(cls_name: str, infos: list[_EnvInfo]) -> None:
-    """Raise ValueError naming the first key whose spec differs between copies."""
-    ref = infos[0]
-    for j, info in enumerate(infos[1:], start=1):
-        if info.batch_size != ref.batch_size:
-            raise ValueError(
-                f"{cls_name}: env copy {j} has batch size {list(info.batch_size)}, copy 0 has "
-                f"{list(ref.batch_size)}; every copy must have the same."
-            )
-        for name in _SPEC_NAMES:
-            a, b = ref.specs[name], info.specs[name]
-            if a == b:
-                continue
-            keys = list(a.keys(True, True)) + [k for k in b.keys(True, True) if k not in a]
-            key = next((k for k in keys if a.get(k) != b.get(k)), None)
-            raise ValueError(
-                f"{cls_name}: env copies have different specs: {name} differs at key {key!r} "
-                f"(copy 0: {a.get(key)!r}; copy {j}: {b.get(key)!r}). create_env_fn must "
-                "build identical envs (only seeds may differ); run envs with different specs "
-                "separately."
-            )
-
-
-def _leaf_keys(*specs: Composite) -> list:
-    keys = []
-    for spec in specs:
-        keys.extend(k for k in spec.keys(True, True) if k not in keys)
-    return keys
-
-
-def _td_from_leaves(keys: list, values: list, batch_size, device) -> TensorDictBase:
-    """A TensorDict of the given leaves (keys may be nested tuples), built without checks."""
-    if not any(isinstance(k, tuple) for k in keys):
-        return TensorDict._new_unsafe(dict(zip(keys, values)), batch_size=batch_size, device=device)
-    tree: dict = {}
-    for key, value in zip(keys, values):
-        node = tree
-        key = key if isinstance(key, tuple) else (key,)
-        for part in key[:-1]:
-            node = node.setdefault(part, {})
-        node[key[-1]] = value
-    return _tree_to_td(tree, batch_size, device)
-
-
-def _tree_to_td(tree: dict, batch_size, device) -> TensorDictBase:
-    entries = {
-        k: _tree_to_td(v, batch_size, device) if isinstance(v, dict) else v for k, v in tree.items()
-    }
-    return TensorDict._new_unsafe(entries, batch_size=batch_size, device=device)
-
-
-def _leaves(td: TensorDictBase, keys: list, flat: bool) -> list:
-    """``[td.get(k, None) for k in keys]``, reading a TensorDict's dict directly when the
-    keys are flat (five times faster than ``get``, and this runs per copy per step)."""
-    store = getattr(td, "_tensordict", None) if flat and type(td) is TensorDict else None
-    if store is not None:
-        return [store.get(k) for k in keys]
-    return [td.get(k, None) for k in keys]
-
-
-def _rows(leaves: list[torch.Tensor]) -> list[list[torch.Tensor]]:
-    """Per copy, its row (a view) of each ``[n, ...]`` leaf."""
-    return [list(row) for row in zip(*(leaf.unbind(0) for leaf in leaves))]
-
-
-def _stack(rows: list[list[torch.Tensor]]) -> list[torch.Tensor]:
-    """Per leaf, the ``[n, ...]`` stack of the copies' rows."""
-    return [torch.stack(values) for values in zip(*rows)]
-
-
-def _copy_row(targets: list[torch.Tensor], values: list[torch.Tensor]) -> None:
-    """``targets[j].copy_(values[j])`` for every j, in one call where torch allows."""
-    if _FOREACH_COPY and targets[0].device == values[0].device:
-        torch._foreach_copy_(targets, values)
-    else:
-        for target, value in zip(targets, values):
-            target.copy_(value)
 
 
 # -- the shared part ------------------------------------------------------------------
 class _BatchedEnv(EnvBase):
     """Argument checks, specs and key layout shared by ``SerialEnv`` and ``ParallelEnv``.
 
-    A subclass implements ``_start(factories) -> list[_EnvInfo]`` (build the copies),
+    A subclass implements ``_start(factories) -> list[U.EnvInfo]`` (build the copies),
     ``_connect()`` (allocate buffers once the specs are known) and ``_shutdown()``, plus
     the three ``EnvBase`` hooks.
     """
 
     def __init__(self, num_workers, create_env_fn, create_env_kwargs, device, spec_check):
         cls_name = type(self).__name__
-        factories = _as_factories(cls_name, num_workers, create_env_fn, create_env_kwargs)
+        factories = U.as_factories(cls_name, num_workers, create_env_fn, create_env_kwargs)
         self.num_workers = num_workers
         self.is_closed = False
         try:
             infos = self._start(factories)
-            _check_same_specs(cls_name, infos)
+            U.check_same_specs(cls_name, infos)
             info = infos[0]
             super().__init__(
                 device=device if device is not None else info.device,
@@ -226,21 +66,21 @@ class _BatchedEnv(EnvBase):
             self._shutdown()
             raise
 
-    def _set_specs(self, info: _EnvInfo) -> None:
+    def _set_specs(self, info: U.EnvInfo) -> None:
         n = self.num_workers
         self._env_batch = info.batch_size
         self._env_device = info.device
         self._env_name = info.name
-        for name in _SPEC_NAMES:
+        for name in U.SPEC_NAMES:
             spec = info.specs[name]
             setattr(self, name, spec.expand(n, *spec.shape).to(self.device))
         self._single_specs = info.specs
         obs, state = info.specs["full_observation_spec"], info.specs["full_state_spec"]
         done = info.specs["full_done_spec"]
         # what step reads, what step writes, what reset writes
-        self._input_keys = _leaf_keys(state, info.specs["full_action_spec"])
-        self._step_keys = _leaf_keys(obs, info.specs["full_reward_spec"], done)
-        self._reset_keys = _leaf_keys(obs, done, state)
+        self._input_keys = U.leaf_keys(state, info.specs["full_action_spec"])
+        self._step_keys = U.leaf_keys(obs, info.specs["full_reward_spec"], done)
+        self._reset_keys = U.leaf_keys(obs, done, state)
         self._state_keys = set(state.keys(True, True))
 
     def _buffers(self, keys: list, specs: list, device) -> dict:
@@ -313,11 +153,11 @@ class SerialEnv(_BatchedEnv):
         """A SerialEnv over envs already built and checked (used by ParallelEnv workers)."""
         return cls(len(envs), [functools.partial(_given, env) for env in envs])
 
-    def _start(self, factories: list) -> list[_EnvInfo]:
+    def _start(self, factories: list) -> list[U.EnvInfo]:
         infos = []
         for factory in factories:
             env = factory()
-            infos.append(_env_info(env))  # raises TypeError for a non-env
+            infos.append(U.env_info(env))  # raises TypeError for a non-env
             self._envs.append(env)
         return infos
 
@@ -328,6 +168,7 @@ class SerialEnv(_BatchedEnv):
         zeros = self._buffers(self._reset_keys, list(self._single_specs.values()), self._env_device)
         self._last_reset = [[zeros[k][i] for k in self._reset_keys] for i in range(len(self._envs))]
         self._flat = all(isinstance(k, str) for k in self._step_keys + self._reset_keys)
+        self._flat_inputs = all(isinstance(k, str) for k in self._input_keys)
         self._move_outputs = self._env_device != self.device
 
     def _shutdown(self) -> None:
@@ -343,17 +184,21 @@ class SerialEnv(_BatchedEnv):
         with ``out_rows``, copies copy ``i``'s leaves into ``out_rows[i]`` (views of shared
         memory in a ParallelEnv worker) and returns None.
         """
-        keys, results = self._input_keys, []
+        keys, results, device = self._input_keys, [], self._env_device
+        move = bool(rows and rows[0]) and rows[0][0].device != device
         for i, (env, values) in enumerate(zip(self._envs, rows)):
-            if values and values[0].device != env.device:
-                values = [v.to(env.device) for v in values]
-            result = env._step(_td_from_leaves(keys, values, env.batch_size, env.device))
-            values = self._collect(i, result, self._step_keys)
+            if move:
+                values = [v.to(device) for v in values]
+            if self._flat_inputs:
+                sub = TensorDict._new_unsafe(dict(zip(keys, values)), env.batch_size, device=device)
+            else:
+                sub = U.td_from_leaves(keys, values, env.batch_size, device)
+            values = self._collect(i, env._step(sub), self._step_keys)
             if out_rows is None:
                 results.append(values)
             else:
-                _copy_row(out_rows[i], values)
-        return _stack(results) if out_rows is None else None
+                U.copy_row(out_rows[i], values)
+        return U.stack(results) if out_rows is None else None
 
     def _reset_into(self, mask: torch.Tensor | None, out_rows: list | None = None) -> list | None:
         """Reset the copies selected by ``mask`` (``[n, *env_batch, 1]`` bool; None: all).
@@ -372,16 +217,21 @@ class SerialEnv(_BatchedEnv):
             if env.batch_size and mask is not None and not bool(mask[i].all()):
                 sub_mask = mask[i].to(env.device)
                 sub = TensorDict({K.RESET: sub_mask}, batch_size=env.batch_size, device=env.device)
-            values = self._collect(i, env.reset(sub), self._reset_keys)
+            # the reset hook, as TransformedEnv calls it (EnvBase.reset's merge of a partial
+            # reset happens once, on the batched env)
+            result = env._reset(sub)
+            env._fill_done(result)
+            env._is_reset = True
+            values = self._collect(i, result, self._reset_keys)
             self._last_reset[i] = values
             if out_rows is not None:
-                _copy_row(out_rows[i], values)
-        return _stack(self._last_reset) if out_rows is None else None
+                U.copy_row(out_rows[i], values)
+        return U.stack(self._last_reset) if out_rows is None else None
 
     def _collect(self, i: int, result: TensorDictBase, keys: list) -> list[torch.Tensor]:
         """The leaves ``keys`` of copy ``i``'s ``result`` (a declared state entry that a
         reset leaves out gets its spec's zero; any other missing key raises KeyError)."""
-        values = _leaves(result, keys, self._flat)
+        values = U.leaves(result, keys, self._flat)
         for j, value in enumerate(values):
             if value is None:
                 key = keys[j]
@@ -396,10 +246,10 @@ class SerialEnv(_BatchedEnv):
     # -- EnvBase hooks -----------------------------------------------------------------
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._check_usable()
-        values = self._step_into(_rows([tensordict.get(key) for key in self._input_keys]))
+        values = self._step_into(U.rows([tensordict.get(key) for key in self._input_keys]))
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
-        return _td_from_leaves(self._step_keys, values, self.batch_size, self.device)
+        return U.td_from_leaves(self._step_keys, values, self.batch_size, self.device)
 
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         self._check_usable()
@@ -407,7 +257,7 @@ class SerialEnv(_BatchedEnv):
         values = self._reset_into(mask)
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
-        return _td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
+        return U.td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
 
     def _set_seed(self, seed: int) -> None:
         self._check_usable()
@@ -481,7 +331,7 @@ class ParallelEnv(_BatchedEnv):
         super().__init__(num_workers, create_env_fn, create_env_kwargs, device, spec_check)
 
     # -- life cycle ----------------------------------------------------------------------
-    def _start(self, factories: list) -> list[_EnvInfo]:
+    def _start(self, factories: list) -> list[U.EnvInfo]:
         n = len(factories)
         procs = n if self._num_processes is None else self._num_processes
         if not 1 <= procs <= n:
@@ -512,7 +362,9 @@ class ParallelEnv(_BatchedEnv):
             self._procs.append(proc)
             self._conns.append(parent_conn)
             if self._finalizer is None:  # stops the workers if the env is dropped or at exit
-                self._finalizer = weakref.finalize(self, _stop_workers, self._procs, self._conns)
+                self._finalizer = weakref.finalize(
+                    self, W.stop_workers, self._procs, self._conns, _JOIN_S
+                )
         self._channels = [W.Channel(conn) for conn in self._conns]
         self._poller = W.Poller(self._channels)
         replies = self._wait(list(range(len(self._procs))), "start")
@@ -546,7 +398,7 @@ class ParallelEnv(_BatchedEnv):
     def _shutdown(self, grace: float = _JOIN_S) -> None:
         # detach() returns None once the finalizer has run: the workers are stopped once
         if self._finalizer is not None and self._finalizer.detach() is not None:
-            _stop_workers(self._procs, self._conns, grace)
+            W.stop_workers(self._procs, self._conns, grace)
 
     @property
     def worker_pids(self) -> list[int]:
@@ -670,7 +522,7 @@ class ParallelEnv(_BatchedEnv):
             buf.copy_(tensordict.get(key))
         self._command(W.STEP, self._all, "step")
         values = [self._export(buf) for buf in self._step_leaves]
-        return _td_from_leaves(self._step_keys, values, self.batch_size, self.device)
+        return U.td_from_leaves(self._step_keys, values, self.batch_size, self.device)
 
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         self._check_usable()
@@ -684,7 +536,7 @@ class ParallelEnv(_BatchedEnv):
             workers = [w for w, (lo, hi) in enumerate(self._groups) if any(per_copy[lo:hi])]
         self._command(W.RESET, workers, "reset")
         values = [self._export(buf) for buf in self._reset_leaves]
-        return _td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
+        return U.td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
 
     def _set_seed(self, seed: int) -> None:
         self._check_usable()
@@ -701,25 +553,3 @@ def _start_method(method: str | None) -> str:
     if method not in available:
         raise ValueError(f"ParallelEnv: mp_start_method must be one of {available}, got {method!r}")
     return method
-
-
-def _stop_workers(procs: list, conns: list, grace: float = _JOIN_S) -> None:
-    """Ask each worker to close, join them, terminate (then kill) the ones that linger."""
-    for conn, proc in zip(conns, procs):
-        if proc.is_alive():
-            try:
-                conn.send_bytes(W.CLOSE)
-            except OSError:
-                pass
-    deadline = time.monotonic() + grace
-    for proc in procs:
-        proc.join(timeout=max(0.0, deadline - time.monotonic()))
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(timeout=1.0)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(timeout=1.0)
-    for conn in conns:
-        conn.close()

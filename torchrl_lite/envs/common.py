@@ -84,7 +84,12 @@ class EnvBase:
         )
 
     def _with_batch(self, spec):
-        """Prepend the env's batch dims to a spec that does not have them yet."""
+        """Prepend the env's batch dims to a spec that does not have them yet.
+
+        A leaf spec whose shape already starts with the batch dims is taken as batched:
+        when that is ambiguous (``OneHot(2)`` in an env of batch ``[2]``), set the spec
+        already expanded.
+        """
         if spec is None or spec.shape[: len(self.batch_size)] == self.batch_size:
             return spec.to(self.device) if spec is not None else None
         return spec.expand(*self.batch_size, *spec.shape).to(self.device)

@@ -66,7 +66,8 @@ class ReplayBuffer:
             items of a ``ListStorage``, identity for tensor storages).
         pin_memory: pin sampled tensors in page-locked memory; a no-op without CUDA.
         prefetch: number of samples a background thread keeps ready (``None``: none).
-            Prefetched samples may predate the latest ``extend``.
+            Prefetched samples may predate the latest ``extend``. Samplers with epochs
+            (without replacement) are always sampled on demand, so epochs stay exact.
         transform: a callable applied to every sample (e.g. a TensorDict transform).
         batch_size: the default batch size of ``sample`` and of iteration.
 
@@ -233,7 +234,7 @@ class ReplayBuffer:
                     "batch_size=..."
                 )
             batch_size = self._batch_size
-            if self._prefetch:
+            if self._prefetch and not getattr(self._sampler, "has_epochs", False):
                 data, info = self._next_prefetched(batch_size)
             else:
                 data, info = self._sample(batch_size)
@@ -261,10 +262,9 @@ class ReplayBuffer:
         if self._batch_size is None:
             raise RuntimeError("cannot iterate a replay buffer built without batch_size.")
         sampler = self._sampler
-        if not sampler.has_epochs:  # no epochs: iterate forever
+        if not getattr(sampler, "has_epochs", False):  # no epochs: iterate forever
             while True:
                 yield self.sample()
-        self._clear_prefetch()  # an epoch is sampled in order, without prefetching
         sampler.ran_out = False
         while True:
             data, _ = self._sample(self._batch_size)

@@ -206,7 +206,7 @@ class GymWrapper(EnvBase):
         if isinstance(action_spec, Composite):
             raise TypeError("Dict/Tuple action spaces are not supported by GymWrapper")
         self._action = _Converter(act_space, action_spec, self.vectorized)
-        self.action_spec = action_spec
+        self.action_spec = action_spec.expand(*self.batch_size, *action_spec.shape)
         obs_spec = space_to_spec(obs_space, True, self.device)
         self._obs_keys: dict = {}
         observation = Composite(shape=(), device=self.device)

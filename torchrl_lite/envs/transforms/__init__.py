@@ -15,6 +15,7 @@ from torchrl_lite.envs.transforms.observation import (
     DTypeCastTransform,
     ObservationNorm,
 )
+from torchrl_lite.envs.transforms.primer import TensorDictPrimer
 from torchrl_lite.envs.transforms.reward import RewardClipping, RewardScaling, RewardSum
 from torchrl_lite.envs.transforms.shape import (
     CatTensors,
@@ -51,6 +52,7 @@ __all__ = [
     "SelectTransform",
     "SqueezeTransform",
     "StepCounter",
+    "TensorDictPrimer",
     "TimeMaxPool",
     "ToTensorImage",
     "Transform",
