@@ -221,6 +221,21 @@ def test_prioritized_extend_reads_initial_priorities():
     assert (buffer.sample(50)["index"] == 2).all()
 
 
+def test_any_tensordict_buffer_with_a_prioritized_sampler_reads_priorities():
+    from torchrl_lite.data.replay_buffers import PrioritizedSampler
+
+    buffer = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(10), sampler=PrioritizedSampler(10, alpha=1.0, beta=1.0, eps=0.0)
+    )
+    data = transitions(2)
+    data["td_error"] = torch.tensor([0.0, 4.0])
+    buffer.extend(data)
+    one = transitions(1, start=2)[0]
+    one["td_error"] = torch.tensor(2.0)
+    assert buffer.add(one) == 2
+    assert buffer.sampler.priorities()[:3].tolist() == [0.0, 4.0, 2.0]
+
+
 def test_ndim2_buffer_of_env_time_batches():
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(40, ndim=2), batch_size=16)
     index = buffer.extend(transitions(20).view(4, 5))  # 4 envs, 5 steps
@@ -258,6 +273,25 @@ def test_pin_memory_is_a_no_op_without_cuda():
     sample = buffer.sample()
     if not torch.cuda.is_available():
         assert not sample["observation"].is_pinned()
+
+
+@pytest.mark.gpu
+def test_cuda_storages_and_pinned_samples(tmp_path):
+    on_gpu = TensorDictReplayBuffer(storage=LazyTensorStorage(100, device="cuda"), batch_size=8)
+    on_gpu.extend(transitions(20))
+    sample = on_gpu.sample()
+    assert sample.device.type == "cuda" and sample["index"].device.type == "cuda"
+    assert (sample["action"].squeeze(-1) == sample["index"].float()).all()
+    memmap = TensorDictPrioritizedReplayBuffer(
+        alpha=0.7, beta=0.5, storage=LazyMemmapStorage(100, scratch_dir=tmp_path, device="cuda")
+    )
+    memmap.extend(transitions(20))
+    sample = memmap.sample(8)
+    assert sample["_weight"].device.type == "cuda"
+    memmap.update_tensordict_priority(sample.set("td_error", torch.rand(8, device="cuda")))
+    pinned = TensorDictReplayBuffer(storage=LazyTensorStorage(100), pin_memory=True, batch_size=8)
+    pinned.extend(transitions(20))
+    assert pinned.sample()["observation"].is_pinned()
 
 
 def test_transform_is_applied_on_sample():
@@ -401,6 +435,17 @@ def test_sample_on_an_empty_buffer_says_so():
     ):
         with pytest.raises(RuntimeError, match="empty replay buffer"):
             buffer.sample(2)
+
+
+def test_bad_batch_sizes_are_rejected():
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(10))
+    buffer.extend(transitions(4))
+    with pytest.raises(ValueError, match="positive"):
+        buffer.sample(0)
+    with pytest.raises(TypeError, match="int"):
+        buffer.sample(2.5)
+    with pytest.raises(ValueError, match="positive"):
+        TensorDictReplayBuffer(batch_size=-1)
 
 
 def test_drop_last_with_a_batch_larger_than_the_contents():

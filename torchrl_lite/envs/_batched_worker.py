@@ -9,6 +9,8 @@ Protocol on the worker's pipe (length-prefixed byte messages, no pickling per st
   shared step buffer, reply ``b""``.
 * ``RESET``: reset the copies set in the shared ``"_reset"`` mask, write their first
   observations into the shared reset buffer, reply ``b""``.
+* ``STEP_RESET``: ``STEP``, then copy the step's ``"done"`` into the ``"_reset"`` mask and
+  ``RESET`` those copies (``ParallelEnv.step_and_maybe_reset``: one message, not two).
 * ``SEED + pickle(seed)``: ``set_seed(seed)``, reply ``b""``.
 * ``CLOSE``: close the copies, reply ``b""`` and exit.
 
@@ -30,9 +32,10 @@ import traceback
 
 import torch
 
+from torchrl_lite import _keys as K
 from torchrl_lite.envs import _batched_utils as U
 
-STEP, RESET, SEED, CLOSE = b"s", b"r", b"e", b"c"
+STEP, RESET, STEP_RESET, SEED, CLOSE = b"s", b"r", b"x", b"e", b"c"
 OK, ERROR = b"O", b"E"
 _IDLE_S = 1.0  # how often an idle worker checks that its parent is alive
 _RAW_IO = os.name == "posix" and hasattr(select, "poll")
@@ -137,12 +140,12 @@ def worker_main(conn, factories: list, num_threads: int, parent_pid: int, inheri
             rows = U.rows([views["input"][key] for key in serial._input_keys])
             step_rows = U.rows([views["step"][key] for key in serial._step_keys])
             reset_rows = U.rows([views["reset"][key] for key in serial._reset_keys])
-            mask = views["mask"]
+            mask, done = views["mask"], views["step"].get(K.DONE)
             channel.send(b"")
         except Exception as err:
             channel.send(error_reply(err))
             return
-        _serve(channel, serial, rows, step_rows, reset_rows, mask, parent_pid)
+        _serve(channel, serial, rows, step_rows, reset_rows, mask, done, parent_pid)
     except (OSError, EOFError):  # the parent is gone
         return
     finally:
@@ -154,7 +157,7 @@ def worker_main(conn, factories: list, num_threads: int, parent_pid: int, inheri
                 pass
 
 
-def _serve(channel, serial, rows, step_rows, reset_rows, mask, parent_pid: int) -> None:
+def _serve(channel, serial, rows, step_rows, reset_rows, mask, done, parent_pid: int) -> None:
     poller = Poller([channel])
     while True:
         while not poller.ready(_IDLE_S):
@@ -165,6 +168,11 @@ def _serve(channel, serial, rows, step_rows, reset_rows, mask, parent_pid: int) 
         try:
             if command == STEP:
                 serial._step_into(rows, step_rows)
+            elif command == STEP_RESET:
+                serial._step_into(rows, step_rows)
+                mask.copy_(done)
+                if bool(mask.any()):
+                    serial._reset_into(mask, reset_rows)
             elif command == RESET:
                 serial._reset_into(mask, reset_rows)
             elif command == SEED:

@@ -317,6 +317,7 @@ class ParallelEnv(_BatchedEnv):
         self._conns: list = []
         self._channels: list = []
         self._finalizer = None
+        self._fuse_reset = self._reset_ready = False
         if isinstance(num_sub_threads, bool) or not isinstance(num_sub_threads, int):
             raise TypeError(f"ParallelEnv: num_sub_threads must be an int, got {num_sub_threads!r}")
         if num_sub_threads < 1:
@@ -366,7 +367,7 @@ class ParallelEnv(_BatchedEnv):
                     self, W.stop_workers, self._procs, self._conns, _JOIN_S
                 )
         self._channels = [W.Channel(conn) for conn in self._conns]
-        self._poller = W.Poller(self._channels)
+        self._pollers = [W.Poller([channel]) for channel in self._channels]
         replies = self._wait(list(range(len(self._procs))), "start")
         return [info for w in range(len(self._procs)) for info in replies[w]]
 
@@ -428,32 +429,26 @@ class ParallelEnv(_BatchedEnv):
         error or dies; a dead worker is noticed within ``_POLL_S`` seconds. After a
         KeyboardInterrupt the replies still due are read, so the env stays usable.
         """
-        if len(workers) == len(self._channels):
-            poller, workers = self._poller, range(len(self._channels))
-        else:
-            poller = W.Poller([self._channels[w] for w in workers])
-        pending = set(range(len(workers)))  # indices into ``workers``
+        # the last worker to get the command tends to finish last: waiting for it first
+        # wakes this process once per step rather than once per worker
+        pending = list(workers)
         replies, reading = {}, False
         try:
             while pending:
-                ready = poller.ready(_POLL_S)
-                if not ready:  # a worker that died without closing its pipe end
-                    for j in pending:
-                        if not self._procs[workers[j]].is_alive():
-                            self._fail(self._death_message(workers[j], what))
-                for j in ready:
-                    if j not in pending:  # readable with nothing due: it died after replying
-                        self._fail(self._death_message(workers[j], what))
-                    reading = True
-                    replies[workers[j]] = self._read_reply(workers[j], what)
-                    reading = False
-                    pending.discard(j)
+                w = pending[-1]
+                while not self._pollers[w].ready(_POLL_S):
+                    if not self._procs[w].is_alive():  # died without closing its pipe
+                        self._fail(self._death_message(w, what))
+                reading = True
+                replies[w] = self._read_reply(w, what)
+                reading = False
+                pending.pop()
         except KeyboardInterrupt:
             if reading:  # a message was cut in the middle: the pipe cannot be trusted
                 self._failure = "interrupted while reading a worker's reply"
                 self.close()
             else:
-                self._drain([workers[j] for j in pending])
+                self._drain(pending)
             raise
         return replies
 
@@ -474,7 +469,7 @@ class ParallelEnv(_BatchedEnv):
         a worker failed."""
         try:
             for w in pending:
-                if not W.Poller([self._channels[w]]).ready(_JOIN_S):
+                if not self._pollers[w].ready(_JOIN_S):
                     raise TimeoutError(f"{self._where(w)} did not reply")
                 if self._channels[w].recv()[:1] == W.ERROR:
                     raise RuntimeError(f"{self._where(w)} failed")
@@ -520,23 +515,44 @@ class ParallelEnv(_BatchedEnv):
         self._check_usable()
         for key, buf in zip(self._input_keys, self._in_leaves):
             buf.copy_(tensordict.get(key))
-        self._command(W.STEP, self._all, "step")
+        if self._fuse_reset:  # inside step_and_maybe_reset: workers reset done copies too
+            self._command(W.STEP_RESET, self._all, "step")
+            self._reset_ready = True
+        else:
+            self._command(W.STEP, self._all, "step")
         values = [self._export(buf) for buf in self._step_leaves]
         return U.td_from_leaves(self._step_keys, values, self.batch_size, self.device)
 
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         self._check_usable()
         mask = tensordict.get(K.RESET, None) if tensordict is not None else None
-        if mask is None:
+        if self._reset_ready:  # the workers reset the copies that were done at the step
+            self._reset_ready = False
+            if mask is None or not torch.equal(mask.reshape(self._mask_buf.shape), self._mask_buf):
+                raise RuntimeError(
+                    "ParallelEnv: the reset after a fused step must use its done mask"
+                )
+        elif mask is None:
             self._mask_buf.fill_(True)
-            workers = self._all
+            self._command(W.RESET, self._all, "reset")
         else:
             self._mask_buf.copy_(mask.reshape(self._mask_buf.shape))
             per_copy = self._mask_buf.reshape(self.num_workers, -1).any(-1).tolist()
             workers = [w for w, (lo, hi) in enumerate(self._groups) if any(per_copy[lo:hi])]
-        self._command(W.RESET, workers, "reset")
+            self._command(W.RESET, workers, "reset")
         values = [self._export(buf) for buf in self._reset_leaves]
         return U.td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
+
+    def step_and_maybe_reset(self, tensordict: TensorDictBase) -> tuple:
+        """``EnvBase.step_and_maybe_reset``, where each worker resets its done copies right
+        after their step: one message per worker instead of two when some are done."""
+        if K.DONE not in self._step_keys:
+            return super().step_and_maybe_reset(tensordict)
+        self._fuse_reset = True
+        try:
+            return super().step_and_maybe_reset(tensordict)
+        finally:
+            self._fuse_reset = self._reset_ready = False
 
     def _set_seed(self, seed: int) -> None:
         self._check_usable()

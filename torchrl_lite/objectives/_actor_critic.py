@@ -157,6 +157,8 @@ class OnPolicyLoss(LossModule):
         """The current policy's distribution and log-probability of the batch's actions."""
         dist = self.actor_network.get_dist(td.select(*self._actor_in, strict=False))
         action = self._get(td, "action")
+        if action.requires_grad:  # data, not a function of the parameters
+            action = action.detach()
         return dist, log_prob_of(dist, action, td.batch_dims)
 
     def _old_log_prob(self, td: TensorDictBase) -> torch.Tensor:
@@ -181,11 +183,7 @@ class OnPolicyLoss(LossModule):
         if self.critic_network is None:
             return
         keys = self.tensor_keys
-        target = td.get(keys.value_target, None)
-        if target is None:  # the advantage was given without its value target
-            with torch.no_grad():
-                self._estimate(td)
-            target = self._get(td, "value_target")
+        target = self._get(td, "value_target")  # written with the advantage
         old_value = td.get(keys.value, None) if self.clip_value is not None else None
         if self.clip_value is not None and old_value is None:
             raise self._missing(td, keys.value, "value")

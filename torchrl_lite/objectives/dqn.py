@@ -313,7 +313,8 @@ class DistributionalDQNLoss(_QLossBase):
             raise ValueError(f"DistributionalDQNLoss: gamma must lie in (0, 1], got {gamma}.")
         self.gamma = float(gamma)
         if support is None:
-            head = value_network.module[-1] if hasattr(value_network, "module") else None
+            inner = getattr(value_network, "module", None)
+            head = inner[-1] if isinstance(inner, torch.nn.ModuleList) else None
             support = getattr(head, "support", None)
         if support is None:
             raise ValueError(

@@ -30,11 +30,10 @@ __all__ = ["PPOLoss", "ClipPPOLoss", "KLPENPPOLoss"]
 
 def _policy_diagnostics(log_weight: torch.Tensor, out: dict) -> None:
     """Detached ``"kl_approx"`` and ``"ESS"`` (effective sample size / N) of the ratios."""
-    lw = log_weight.detach()
+    lw = log_weight.detach().reshape(-1)  # [N]
     out["kl_approx"] = (-lw).mean()  # E_old[log pi_old - log pi]
     # ESS / N = (sum w)^2 / (N sum w^2), from log-weights without overflow
-    n = lw.numel()
-    out["ESS"] = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp() / n
+    out["ESS"] = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp() / lw.numel()
 
 
 class PPOLoss(OnPolicyLoss):
@@ -263,7 +262,7 @@ class KLPENPPOLoss(PPOLoss):
         present = td.keys(include_nested=True)
         sampler = self._sampler[0]
         if sampler is not None and self._dist_in and all(k in present for k in self._dist_in):
-            old_dist = sampler.get_dist(td.select(*self._dist_in))
+            old_dist = sampler.get_dist(td.select(*self._dist_in).detach())
             try:
                 return reduce_to_batch(D.kl_divergence(old_dist, dist), td.batch_dims)
             except NotImplementedError:

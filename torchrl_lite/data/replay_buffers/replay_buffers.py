@@ -28,6 +28,7 @@ from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.replay_buffers.samplers import (
     PrioritizedSampler,
     RandomSampler,
+    check_batch_size,
     reduce_priority,
 )
 from torchrl_lite.data.replay_buffers.storages import ListStorage, identity_collate
@@ -104,9 +105,7 @@ class ReplayBuffer:
             raise ValueError(f"prefetch must be a positive integer or None, got {prefetch}.")
         self._prefetch = int(prefetch) if prefetch else 0
         self._transform = transform
-        if batch_size is not None and int(batch_size) < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}.")
-        self._batch_size = batch_size
+        self._batch_size = check_batch_size(batch_size) if batch_size is not None else None
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
         self._futures: deque = deque()
@@ -239,7 +238,7 @@ class ReplayBuffer:
             else:
                 data, info = self._sample(batch_size)
         else:
-            data, info = self._sample(int(batch_size))
+            data, info = self._sample(check_batch_size(batch_size))
         return (data, info) if return_info else data
 
     def _next_prefetched(self, batch_size: int):
@@ -457,9 +456,11 @@ class TensorDictReplayBuffer(ReplayBuffer):
         return data
 
     def _postprocess(self, data, index: torch.Tensor, info: dict):
-        size = data.batch_size
+        size, device = data.batch_size, data.device
         fast = type(data) is TensorDict
         for key, value in (("index", index), *info.items()):
+            if device is not None and value.device != device:
+                value = value.to(device, non_blocking=True)
             if value.shape[: len(size)] != size:  # per-item value: repeat over item dims
                 extra = len(size) - value.dim()
                 value = value.reshape(*value.shape[:1], *[1] * extra).expand(size)
@@ -468,6 +469,45 @@ class TensorDictReplayBuffer(ReplayBuffer):
             else:
                 data.set(key, value)
         return data
+
+    def _reads_priorities(self, data) -> bool:
+        return isinstance(self._sampler, PrioritizedSampler) and (
+            data.get(self.priority_key, None) is not None
+        )
+
+    def add(self, data) -> int:
+        if isinstance(data, TensorDictBase) and self._reads_priorities(data):
+            return self.extend(data.unsqueeze(0)).reshape(-1)[0].item()
+        return super().add(data)
+
+    def extend(self, data) -> torch.Tensor:
+        """Write a batch of TensorDicts; see :meth:`ReplayBuffer.extend`.
+
+        With a prioritized sampler, ``data[priority_key]`` (when present) gives the new
+        items' priorities; they are checked before anything is written.
+
+        Args:
+            data: a TensorDict whose first dimension indexes items.
+        """
+        data = self._prepare(data)
+        if not self._reads_priorities(data):
+            with self._lock:
+                return self._extend(data)[0]
+        count = data.batch_size[: getattr(self._storage, "ndim", 1)].numel()  # items
+        priority = data.get(self.priority_key).detach().cpu()
+        priority = reduce_priority(priority, count, self._sampler.reduction)
+        bad = ~torch.isfinite(priority) | (priority < 0)
+        if bad.any():  # checked before writing, so the buffer stays unchanged
+            raise ValueError(
+                f"entry {self.priority_key!r} must hold finite, non-negative priorities; got "
+                f"{priority[bad][:5].tolist()}."
+            )
+        with self._lock:
+            index = self._extend(data)[0]
+            flat = index.reshape(-1)  # [count], -1 where the writer dropped the item
+            kept = flat >= 0
+            self._sampler.update_priority(flat[kept], priority[kept])
+        return index
 
     def update_tensordict_priority(self, data: TensorDictBase) -> None:
         """Update priorities from ``data[priority_key]`` at ``data["index"]`` (a sample).
@@ -488,7 +528,8 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
     """A prioritized replay buffer of TensorDicts: samples carry ``"index"`` and ``"_weight"``.
 
     When an extended TensorDict holds ``priority_key``, those values become the new items'
-    priorities (checked before anything is written).
+    priorities (checked before anything is written), as with any
+    :class:`TensorDictReplayBuffer` whose sampler is prioritized.
 
     Args:
         alpha: priority exponent.
@@ -528,29 +569,3 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
         storage = storage if storage is not None else ListStorage(1000)
         sampler = PrioritizedSampler(storage.max_size, alpha, beta, eps, reduction=reduction)
         super().__init__(priority_key=priority_key, storage=storage, sampler=sampler, **kwargs)
-
-    def add(self, data) -> int:
-        if data.get(self.priority_key, None) is None:
-            return super().add(data)
-        return self.extend(data.unsqueeze(0)).reshape(-1)[0].item()
-
-    def extend(self, data) -> torch.Tensor:
-        data = self._prepare(data)
-        priority = data.get(self.priority_key, None)
-        if priority is None:
-            with self._lock:
-                return self._extend(data)[0]
-        count = data.batch_size[: getattr(self._storage, "ndim", 1)].numel()  # items
-        priority = reduce_priority(priority.detach(), count, self._sampler.reduction)
-        bad = ~torch.isfinite(priority) | (priority < 0)
-        if bad.any():  # checked before writing, so the buffer stays unchanged
-            raise ValueError(
-                f"entry {self.priority_key!r} must hold finite, non-negative priorities; got "
-                f"{priority[bad][:5].tolist()}."
-            )
-        with self._lock:
-            index = self._extend(data)[0]
-            flat = index.reshape(-1)  # [count], -1 where the writer dropped the item
-            kept = flat >= 0
-            self._sampler.update_priority(flat[kept], priority[kept])
-        return index

@@ -41,7 +41,8 @@ def _check_not_empty(storage) -> int:
     return size
 
 
-def _check_batch_size(batch_size) -> int:
+def check_batch_size(batch_size) -> int:
+    """``batch_size`` as a positive int, or a ``TypeError``/``ValueError`` naming it."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer):
         raise TypeError(f"batch_size must be an int, got {batch_size!r}.")
     if batch_size < 1:

@@ -159,6 +159,8 @@ class PrioritySegmentTree:
         Returns:
             int64 array ``[B]`` of leaf indices.
         """
+        if not self._prefix[-1] > 0:
+            raise RuntimeError("every leaf is 0: there is no mass to search.")
         u = np.minimum(np.asarray(prefix, dtype=np.float64), np.nextafter(self._prefix[-1], -1))
         order = np.argsort(u)  # searching in increasing order is kinder to the caches
         u = u[order]

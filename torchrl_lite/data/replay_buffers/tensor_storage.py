@@ -90,7 +90,9 @@ class TensorStorage(Storage):
             for key, value in self._leaves.items()
         }
         self._tree = self._gather_tree(data, ())
-        self._needs_move = self.device is not None and self.device != self._data.device
+        first = next(iter(self._leaves.values()), None)
+        self._leaf_device = first.device if first is not None else torch.device("cpu")
+        self._needs_move = self.device is not None and self.device != self._leaf_device
 
     def _gather_tree(self, node: TensorDictBase, prefix: tuple) -> list:
         tree = []
@@ -152,6 +154,13 @@ class TensorStorage(Storage):
             return self.max_size // math.prod(
                 data.shape[int(batched) : int(batched) + self.ndim - 1]
             )
+        if not isinstance(data, TensorDictBase):
+            raise TypeError(
+                f"{type(self).__name__} stores TensorDicts or tensors, got {type(data).__name__}; "
+                "use ListStorage for other objects."
+            )
+        if batched and data.batch_dims == 0:
+            raise ValueError("extend needs data with a batch dimension; use add for one item.")
         return self._rows_for(data[0] if batched else data)
 
     def flat_index(self, rows: torch.Tensor) -> torch.Tensor:
@@ -278,17 +287,18 @@ class TensorStorage(Storage):
             raise RuntimeError("the storage is empty: write items before reading them.")
         if isinstance(index, int):
             return self.get(torch.tensor([index]))[0]
+        if not isinstance(index, torch.Tensor):
+            index = torch.as_tensor(index, dtype=torch.long)
         if index.ndim != 1:
             out = self.get(index.reshape(-1))
             return out.reshape(*index.shape, *out.shape[1:])
+        if index.device != self._leaf_device:
+            index = index.to(self._leaf_device)
         if self._is_tensor:
             out = self._flat[_TENSOR_KEY].index_select(0, index)
-            return out.to(self.device) if self._needs_move else out
-        device = self._data.device
-        if index.device != device:
-            index = index.to(device)
-        batch_size = torch.Size([index.shape[0], *self._item_batch])
-        out = _gather(self._tree, index, batch_size, device)
+        else:
+            batch_size = torch.Size([index.shape[0], *self._item_batch])
+            out = _gather(self._tree, index, batch_size, self._data.device)
         return out.to(self.device) if self._needs_move else out
 
     def column(self, key) -> torch.Tensor:

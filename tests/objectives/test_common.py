@@ -1,0 +1,313 @@
+"""LossModule base: keys, target networks, SoftUpdate / HardUpdate, value estimators,
+ensembles, detached calls and the errors bad input gets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import NormalParamExtractor, TensorDictModule
+from torch import nn
+
+from tests.objectives.loss_nets import critic, gaussian_actor, qvalue_actor, transitions
+from torchrl_lite.modules import ActorValueOperator, ProbabilisticActor, SafeModule
+from torchrl_lite.objectives import (
+    ClipPPOLoss,
+    DQNLoss,
+    HardUpdate,
+    LossModule,
+    SoftUpdate,
+    ValueEstimators,
+)
+from torchrl_lite.objectives.common import Ensemble
+from torchrl_lite.objectives.value import GAE, TD0Estimator, TDLambdaEstimator
+
+
+class _ValueLoss(LossModule):
+    """A minimal loss: squared error of a value network against ``"value_target"``."""
+
+    @dataclass
+    class _AcceptedKeys:
+        value: str = "state_value"
+        value_target: str = "value_target"
+        reward: str = "reward"
+        done: str = "done"
+        terminated: str = "terminated"
+
+    default_value_estimator = ValueEstimators.TD0
+
+    def __init__(self, value_network, delay_value=True, gamma=None):
+        super().__init__()
+        self.register_network("value_network", value_network, create_target=delay_value)
+        if gamma is not None:
+            self._value_kwargs["gamma"] = gamma
+
+    def _value_estimator_network(self):
+        return self.value_network
+
+    @property
+    def in_keys(self):
+        return [*self.value_network.in_keys, self.tensor_keys.value_target]
+
+    def forward(self, td):
+        value = self.value_network(td.copy()).get(self.tensor_keys.value)
+        target = self._get(td, "value_target")
+        return TensorDict(loss_value=(value - target).pow(2).mean())
+
+
+def _value_net():
+    return TensorDictModule(
+        nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)),
+        in_keys=["observation"],
+        out_keys=["state_value"],
+    )
+
+
+# -- keys -----------------------------------------------------------------------------
+def test_set_keys_renames_and_returns_loss():
+    loss = _ValueLoss(_value_net())
+    assert loss.set_keys(value_target="vt") is loss
+    assert loss.tensor_keys.value_target == "vt"
+    td = TensorDict(observation=torch.randn(4, 3), vt=torch.zeros(4, 1), batch_size=[4])
+    assert loss(td)["loss_value"].shape == ()
+
+
+def test_set_keys_unknown_name_lists_valid_ones():
+    loss = _ValueLoss(_value_net())
+    with pytest.raises(ValueError, match="unknown key name 'valu'.*'value_target'"):
+        loss.set_keys(valu="x")
+    with pytest.raises(TypeError, match="str or a tuple"):
+        loss.set_keys(value=3)
+
+
+def test_set_keys_accepts_nested_keys():
+    loss = _ValueLoss(_value_net()).set_keys(value_target=("targets", "v"))
+    td = TensorDict(observation=torch.randn(4, 3), targets={"v": torch.zeros(4, 1)}, batch_size=[4])
+    assert loss(td)["loss_value"].shape == ()
+
+
+def test_missing_key_error_names_key_loss_and_set_keys():
+    loss = _ValueLoss(_value_net())
+    td = TensorDict(observation=torch.randn(4, 3), value_targets=torch.zeros(4, 1), batch_size=[4])
+    with pytest.raises(KeyError) as info:
+        loss(td)
+    msg = str(info.value)
+    assert "'value_target'" in msg and "_ValueLoss" in msg
+    assert "set_keys(value_target=" in msg and "Did you mean 'value_targets'" in msg
+
+
+def test_missing_network_input_names_key_and_loss():
+    loss = _ValueLoss(_value_net())
+    td = TensorDict(obs=torch.randn(4, 3), value_target=torch.zeros(4, 1), batch_size=[4])
+    with pytest.raises(KeyError, match="_ValueLoss: Key 'observation' not found"):
+        loss(td)
+
+
+# -- target networks ------------------------------------------------------------------
+def test_target_network_is_not_trained_but_saved_and_moved():
+    loss = _ValueLoss(_value_net())
+    names = [n for n, _ in loss.named_parameters()]
+    assert names and all(n.startswith("value_network.") for n in names)
+    assert not any(p.requires_grad for p in loss.target_value_network.parameters())
+    assert len(list(loss.target_value_network.parameters())) == 0
+    state = loss.state_dict()
+    assert any(k.startswith("target_value_network.") for k in state)
+    for (name, p), (tname, t) in zip(
+        loss.value_network.named_parameters(), loss.target_value_network.named_buffers()
+    ):
+        assert name == tname and torch.equal(p, t) and p.data_ptr() != t.data_ptr()
+    loss.double()
+    assert all(b.dtype == torch.float64 for b in loss.target_value_network.buffers())
+
+
+def test_no_target_without_delay():
+    loss = _ValueLoss(_value_net(), delay_value=False)
+    assert not hasattr(loss, "target_value_network")
+    with pytest.raises(ValueError, match="no target network"):
+        SoftUpdate(loss, tau=0.1)
+
+
+def test_parameters_shared_trunk_listed_once():
+    trunk = SafeModule(nn.Linear(3, 8), in_keys=["observation"], out_keys=["hidden"])
+    head = TensorDictModule(
+        nn.Sequential(nn.Linear(8, 2), NormalParamExtractor()),
+        in_keys=["hidden"],
+        out_keys=["loc", "scale"],
+    )
+    policy = ProbabilisticActor(
+        head, in_keys=["loc", "scale"], distribution_class=torch.distributions.Normal
+    )
+    av = ActorValueOperator(trunk, policy, nn.Linear(8, 1))
+    loss = ClipPPOLoss(av.get_policy_operator(), av.get_value_operator())
+    params = list(loss.parameters())
+    assert len(params) == len({id(p) for p in params}) == len(list(av.parameters())) == 6
+
+
+def _perturb(loss):
+    with torch.no_grad():
+        for p in loss.parameters():
+            p.add_(torch.randn_like(p))
+
+
+def test_soft_update_is_polyak_average():
+    loss = _ValueLoss(_value_net())
+    _perturb(loss)
+    before = [b.clone() for b in loss.target_value_network.buffers()]
+    online = [p.detach().clone() for p in loss.value_network.parameters()]
+    SoftUpdate(loss, tau=0.1).step()
+    for b, old, new in zip(loss.target_value_network.buffers(), before, online):
+        torch.testing.assert_close(b, 0.9 * old + 0.1 * new)
+
+
+def test_soft_update_eps_is_one_minus_tau():
+    a, b = _ValueLoss(_value_net()), _ValueLoss(_value_net())
+    b.load_state_dict(a.state_dict())
+    _perturb(a)
+    b.value_network.load_state_dict(a.value_network.state_dict())
+    SoftUpdate(a, eps=0.75).step()
+    SoftUpdate(b, tau=0.25).step()
+    for x, y in zip(a.target_value_network.buffers(), b.target_value_network.buffers()):
+        torch.testing.assert_close(x, y)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"eps": 0.5, "tau": 0.5}, {"tau": 0.0}, {"eps": 1.0}])
+def test_soft_update_bad_arguments(kwargs):
+    with pytest.raises(ValueError):
+        SoftUpdate(_ValueLoss(_value_net()), **kwargs)
+
+
+def test_soft_update_follows_the_loss_after_to():
+    loss = _ValueLoss(_value_net())
+    updater = SoftUpdate(loss, tau=1.0)
+    updater.step()
+    loss.double()  # replaces the buffers: the updater must notice
+    _perturb(loss)
+    updater.step()
+    for p, b in zip(loss.value_network.parameters(), loss.target_value_network.buffers()):
+        assert b.dtype == torch.float64
+        torch.testing.assert_close(b, p.detach())
+
+
+def test_hard_update_copies_every_interval():
+    loss = _ValueLoss(_value_net())
+    _perturb(loss)
+    updater = HardUpdate(loss, value_network_update_interval=3)
+    target = lambda: [b.clone() for b in loss.target_value_network.buffers()]  # noqa: E731
+    start = target()
+    updater.step()
+    updater.step()
+    for b, s in zip(target(), start):
+        assert torch.equal(b, s)
+    updater.step()
+    for b, p in zip(target(), loss.value_network.parameters()):
+        assert torch.equal(b, p.detach())
+    with pytest.raises(ValueError, match=">= 1"):
+        HardUpdate(loss, value_network_update_interval=0)
+
+
+def test_init_copies_online_values():
+    loss = _ValueLoss(_value_net())
+    _perturb(loss)
+    SoftUpdate(loss, tau=0.01).init_()
+    for b, p in zip(loss.target_value_network.buffers(), loss.value_network.parameters()):
+        assert torch.equal(b, p.detach())
+
+
+def test_updaters_on_dqn_seed_form():
+    value_network, _ = qvalue_actor()
+    loss_module = DQNLoss(value_network=value_network, gamma=0.99)
+    HardUpdate(loss_module, value_network_update_interval=1).step()
+    SoftUpdate(loss_module, eps=0.995).step()
+
+
+# -- value estimators -----------------------------------------------------------------
+def test_default_value_estimator_built_lazily_with_constructor_gamma():
+    loss = _ValueLoss(_value_net(), gamma=0.5)
+    est = loss.value_estimator
+    assert isinstance(est, TD0Estimator) and est.gamma == 0.5
+    assert est.value_network is loss.value_network
+    assert est not in list(loss.modules())  # not a submodule: no duplicate parameters
+
+
+def test_make_value_estimator_switches_type_and_hyperparams():
+    loss = _ValueLoss(_value_net(), gamma=0.5)
+    assert loss.make_value_estimator(ValueEstimators.TDLambda, lmbda=0.3) is loss
+    est = loss.value_estimator
+    assert isinstance(est, TDLambdaEstimator) and est.gamma == 0.5 and est.lmbda == 0.3
+    loss.make_value_estimator(ValueEstimators.GAE, gamma=0.9, average_gae=True)
+    assert isinstance(loss.value_estimator, GAE) and loss.value_estimator.average_gae
+    with pytest.raises(TypeError, match="ValueEstimators member"):
+        loss.make_value_estimator("GAE")
+    with pytest.raises(ValueError, match="gamma"):
+        loss.make_value_estimator(ValueEstimators.TD0, gamma=1.5)
+
+
+def test_estimator_keys_follow_set_keys():
+    loss = _ValueLoss(_value_net())
+    loss.make_value_estimator(ValueEstimators.TD0)
+    loss.set_keys(reward="r", value_target="vt")
+    assert loss.value_estimator.tensor_keys.reward == "r"
+    assert loss.value_estimator.tensor_keys.value_target == "vt"
+    loss2 = _ValueLoss(_value_net()).set_keys(done="d")
+    assert loss2.value_estimator.tensor_keys.done == "d"
+
+
+def test_bad_reward_shape_reaches_user_with_loss_name():
+    actor, _ = gaussian_actor()
+    value, _ = critic()
+    loss = ClipPPOLoss(actor, value)
+    td = transitions((5,))
+    with torch.no_grad():
+        actor(td)
+    td["next", "reward"] = td["next", "reward"].squeeze(-1)  # [5]: no singleton dim
+    with pytest.raises(ValueError, match=r"ClipPPOLoss: .*GAE.*shape \[5\].*expected \[5, 1\]"):
+        loss(td)
+
+
+# -- ensembles and detached calls -----------------------------------------------------
+def test_ensemble_copies_differ_and_train():
+    q = TensorDictModule(nn.Linear(4, 1), ["obs"], ["q"])
+    ens = Ensemble(q, 3)
+    w = ens.params["module", "weight"]
+    assert w.shape == (3, 1, 4) and torch.equal(w[0], q.module.weight)
+    assert not torch.equal(w[1], w[2])
+    td = TensorDict(obs=torch.randn(5, 4), batch_size=[5])
+    out = ens(td)
+    assert out["q"].shape == (3, 5, 1) and "q" not in td.keys()
+    expected = torch.stack([td["obs"] @ w[i].T + ens.params["module", "bias"][i] for i in range(3)])
+    torch.testing.assert_close(out["q"], expected)
+    out["q"].sum().backward()
+    assert ens.params["module", "weight"].grad.shape == (3, 1, 4)
+    per_copy = TensorDict(obs=torch.randn(3, 5, 4), batch_size=[3, 5])
+    assert ens(per_copy, shared_input=False)["q"].shape == (3, 5, 1)
+
+
+def test_ensemble_target_and_soft_update():
+    loss = LossModule()
+    q = TensorDictModule(nn.Linear(4, 1), ["obs"], ["q"])
+    loss.register_network("qvalue_network", q, create_target=True, num_copies=2)
+    assert [n for n, _ in loss.named_parameters()] == [
+        "qvalue_network.params.module.weight",
+        "qvalue_network.params.module.bias",
+    ]
+    _perturb(loss)
+    SoftUpdate(loss, tau=1.0).step()
+    torch.testing.assert_close(
+        loss.target_qvalue_network.params["module", "weight"],
+        loss.qvalue_network.params["module", "weight"].detach(),
+    )
+    td = TensorDict(obs=torch.randn(5, 4), batch_size=[5])
+    assert loss.target_qvalue_network(td)["q"].shape == (2, 5, 1)
+
+
+@pytest.mark.parametrize("copies", [None, 2])
+def test_call_detached_blocks_parameter_gradients_only(copies):
+    loss = LossModule()
+    loss.register_network("net", _value_net(), num_copies=copies)
+    obs = torch.randn(4, 3, requires_grad=True)
+    out = loss._call_detached("net", TensorDict(observation=obs, batch_size=[4]))
+    out["state_value"].sum().backward()
+    assert obs.grad is not None and obs.grad.abs().sum() > 0
+    assert all(p.grad is None for p in loss.parameters())

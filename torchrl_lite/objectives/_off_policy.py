@@ -1,0 +1,210 @@
+"""What the off-policy losses (DDPG, TD3, SAC, REDQ, CQL, IQL) share: the Q-network
+input, the bootstrapped target, action bounds and the learnable temperature of the
+maximum-entropy losses (SAC family, online decision transformer).
+
+Shapes: a batch ``[*B]``; actions ``[*B, *action_shape]``; state-action values written by
+a Q-network ``[*B, 1]``, by an ensemble of ``N`` Q-networks ``[N, *B, 1]``; log
+probabilities ``[*B]``; targets ``[*B, 1]`` (the value estimator's shape).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+
+from torchrl_lite import _keys as K
+from torchrl_lite.data.composite_spec import Composite
+from torchrl_lite.objectives.common import LossModule, _LossValueError
+from torchrl_lite.objectives.value import ValueEstimators
+
+
+def _next(key) -> tuple:
+    return (K.NEXT, *key) if isinstance(key, tuple) else (K.NEXT, key)
+
+
+def _unique(keys) -> list:
+    out = []
+    for key in keys:
+        if key not in out:
+            out.append(key)
+    return out
+
+
+def action_spec_of(action_spec, actor, action_key):
+    """The leaf spec of the action: ``action_spec`` if given, else the actor's, or None."""
+    spec = action_spec if action_spec is not None else getattr(actor, "spec", None)
+    if isinstance(spec, Composite):
+        spec = spec.get(action_key)
+    return spec
+
+
+def action_bounds(action_spec, actor, action_key, owner: str):
+    """``(low, high)`` tensors ``[*action_shape]`` of a bounded action spec, else ValueError."""
+    spec = action_spec_of(action_spec, actor, action_key)
+    low, high = getattr(spec, "low", None), getattr(spec, "high", None)
+    if low is None or high is None:
+        raise ValueError(
+            f"{owner}: needs the action bounds, but neither action_spec nor the actor's spec "
+            f"gives a bounded spec for {action_key!r} (got {spec}). Pass "
+            f"action_spec=Bounded(low, high, shape=...) (e.g. env.action_spec)."
+        )
+    return low.detach().clone(), high.detach().clone()
+
+
+class Temperature:
+    """The learnable temperature ``alpha = exp(log_alpha)`` of a maximum-entropy loss.
+
+    A mixin of ``LossModule``: ``_init_temperature`` registers ``log_alpha`` (an
+    ``nn.Parameter``, a buffer with ``fixed_alpha``) and the ``target_entropy`` buffer;
+    ``_alpha()`` returns the detached ``alpha`` after projecting ``log_alpha`` into
+    ``[log(min_alpha), log(max_alpha)]``.
+    """
+
+    def _init_temperature(
+        self, alpha_init, min_alpha, max_alpha, fixed_alpha: bool, target_entropy, action_shape
+    ) -> None:
+        owner = type(self).__name__
+        for name, value in (("alpha_init", alpha_init), ("min_alpha", min_alpha), ("max_alpha", max_alpha)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{owner}: {name} must be a positive number, got {value!r}.")
+        if min_alpha is not None and max_alpha is not None and min_alpha > max_alpha:
+            raise ValueError(f"{owner}: min_alpha ({min_alpha}) must not exceed max_alpha ({max_alpha}).")
+        log_alpha = torch.tensor(math.log(alpha_init))
+        if fixed_alpha:
+            self.register_buffer("log_alpha", log_alpha)
+        else:
+            self.log_alpha = nn.Parameter(log_alpha)
+        self.fixed_alpha = bool(fixed_alpha)
+        self._log_alpha_bounds = (
+            None if min_alpha is None else math.log(min_alpha),
+            None if max_alpha is None else math.log(max_alpha),
+        )
+        # "auto" without a known action shape is resolved on the first batch
+        self._target_entropy_pending = target_entropy == "auto" and action_shape is None
+        if target_entropy == "auto":
+            value = float("nan") if action_shape is None else -float(math.prod(action_shape))
+        elif isinstance(target_entropy, (int, float)) and not isinstance(target_entropy, bool):
+            value = float(target_entropy)
+        else:
+            raise TypeError(f"{owner}: target_entropy must be 'auto' or a number, got {target_entropy!r}.")
+        self.register_buffer("target_entropy", torch.tensor(value))
+
+    def _alpha(self) -> torch.Tensor:
+        """``alpha`` (detached scalar), ``log_alpha`` first projected into its bounds."""
+        low, high = self._log_alpha_bounds
+        if low is not None or high is not None:
+            with torch.no_grad():
+                self.log_alpha.clamp_(low, high)
+        return self.log_alpha.detach().exp()
+
+    def _target_entropy_for(self, action: torch.Tensor, batch_dims: int) -> torch.Tensor:
+        """The target entropy; "auto" is ``-prod(action_shape)``, read once from ``action``."""
+        if self._target_entropy_pending:
+            self.target_entropy.fill_(-float(math.prod(action.shape[batch_dims:])))
+            self._target_entropy_pending = False
+        return self.target_entropy
+
+
+class OffPolicyLoss(LossModule):
+    """Base of the actor-critic off-policy losses: Q inputs, next states, TD targets.
+
+    Subclasses register ``actor_network`` and ``qvalue_network`` (an ``Ensemble``, output
+    ``[N, *B]``) and call the helpers below. The keys dataclass has ``action``,
+    ``state_action_value``, ``priority``, ``reward``, ``done`` and ``terminated``.
+    """
+
+    default_value_estimator = ValueEstimators.TD0
+
+    def _check_network(self, network, role: str, example: str) -> None:
+        if not hasattr(network, "in_keys"):
+            raise TypeError(
+                f"{type(self).__name__}: {role} must be a TensorDict module (e.g. {example}), "
+                f"got {type(network).__name__}."
+            )
+
+    # -- keys ------------------------------------------------------------------------
+    def _obs_keys(self, network) -> list:
+        """The entries ``network`` reads besides the action."""
+        return [k for k in network.in_keys if k != self.tensor_keys.action]
+
+    def _network_in_keys(self, *networks) -> list:
+        """The root and ``"next"`` entries the networks read, then reward and done."""
+        keys = self.tensor_keys
+        root = _unique(k for net in networks for k in net.in_keys)
+        nxt = [_next(k) for k in _unique(k for net in networks for k in self._obs_keys(net))]
+        return _unique([*root, keys.action, *nxt, _next(keys.reward), _next(keys.done)])
+
+    def _next_td(self, td: TensorDictBase) -> TensorDictBase:
+        next_td = td.get(K.NEXT, None)
+        if next_td is None:
+            raise self._missing(td, K.NEXT, None)
+        return next_td
+
+    # -- networks --------------------------------------------------------------------
+    def _q_input(self, td: TensorDictBase, action, samples: int | None) -> TensorDictBase:
+        """The Q-network's input: its entries of ``td``, with ``action`` if given.
+
+        With ``samples``, ``action`` is ``[samples, *B, ...]`` and the observations are
+        expanded to ``[samples, *B]``.
+        """
+        if action is None:
+            return td.select(*self.qvalue_network.in_keys)
+        inp = td.select(*self._obs_keys(self.qvalue_network))
+        if samples is not None:
+            inp = inp.expand(samples, *inp.batch_size)
+        inp.set(self.tensor_keys.action, action)
+        return inp
+
+    def _read(self, out: TensorDictBase, field: str, network: str) -> torch.Tensor:
+        """``out[self.tensor_keys.<field>]`` squeezed to drop the trailing singleton dim."""
+        key = getattr(self.tensor_keys, field)
+        value = out.get(key, None)
+        if value is None:
+            raise _LossValueError(
+                f"{type(self).__name__}: {network} did not write {key!r} (it wrote "
+                f"{list(out.keys(True, True))}); set the key it writes with "
+                f"loss.set_keys({field}=<its out key>)."
+            )
+        if value.shape[-1:] != (1,):
+            raise _LossValueError(
+                f"{type(self).__name__}: {network} wrote {key!r} of shape {list(value.shape)}; "
+                f"expected a trailing singleton dim ([..., 1])."
+            )
+        return value.squeeze(-1)
+
+    def _qvalues(self, td, action=None, *, samples=None, target=False, detach=False):
+        """``[N, *B]`` Q-values of the ensemble (online, target or detached parameters).
+
+        ``action`` replaces the batch's action; with ``samples`` it is ``[samples, *B,
+        ...]`` and the values are ``[N, samples, *B]``.
+        """
+        inp = self._q_input(td, action, samples)
+        if detach:
+            out = self._call_detached("qvalue_network", inp)
+        elif target:
+            out = self._target_q(inp)
+        else:
+            out = self.qvalue_network(inp)
+        return self._read(out, "state_action_value", "the Q-network")
+
+    def _target_q(self, inp: TensorDictBase) -> TensorDictBase:
+        net = getattr(self, "target_qvalue_network", None)
+        return (self.qvalue_network if net is None else net)(inp)
+
+    def _policy_dist(self, td: TensorDictBase):
+        """The actor's distribution on the entries of ``td`` it reads (``td`` unchanged)."""
+        return self.actor_network.get_dist(td.select(*self.actor_network.in_keys))
+
+    def _bootstrap(self, td: TensorDictBase, next_value: torch.Tensor) -> torch.Tensor:
+        """The value estimator's target ``[*B, 1]`` from ``next_value`` ``[*B]`` (no grad)."""
+        with torch.no_grad():
+            return self.value_estimator.value_estimate(td, next_value=next_value.unsqueeze(-1))
+
+    def _write_priority(self, td: TensorDictBase, td_error: torch.Tensor) -> torch.Tensor:
+        """Write the per-sample ``td_error`` ``[*B]`` (detached) into ``td``; return its mean."""
+        td_error = td_error.detach()
+        td.set(self.tensor_keys.priority, td_error)
+        return td_error.mean()
