@@ -220,6 +220,30 @@ def test_batched_env_step_and_maybe_reset(cls, no_leftover_workers):
         assert "_reset" not in root.keys()
 
 
+def test_batched_env_step_and_maybe_reset_loops_identical(no_leftover_workers):
+    # ParallelEnv fuses the step and the reset of done copies into one message per worker
+    def loop(env):
+        env.set_seed(2)
+        torch.manual_seed(0)
+        root, steps = env.reset(), []
+        for _ in range(60):
+            stepped, root = env.step_and_maybe_reset(env.rand_action(root))
+            steps.append((stepped.clone(), root.clone()))
+        return steps
+
+    with SerialEnv(4, make_cartpole) as serial:
+        expected = loop(serial)
+    for kwargs in ({}, {"num_processes": 2}):
+        with ParallelEnv(4, make_cartpole, **kwargs) as parallel:
+            got = loop(parallel)
+        assert any(bool(s["next", "done"].any()) for s, _ in expected)
+        for (s1, r1), (s2, r2) in zip(expected, got):
+            for a, b in ((s1, s2), (r1, r2)):
+                assert set(a.keys(True, True)) == set(b.keys(True, True))
+                for key in a.keys(True, True):
+                    assert torch.equal(a[key], b[key]), key
+
+
 @pytest.mark.parametrize("cls", BATCHED)
 def test_batched_env_reset_with_mask(cls, no_leftover_workers):
     with cls(3, CountingEnv, create_env_kwargs={"limit": 10}) as env:

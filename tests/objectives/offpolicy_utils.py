@@ -29,7 +29,7 @@ def eps(shape) -> torch.Tensor:
 class FixedNoiseTanhNormal(TanhNormal):
     """``TanhNormal`` whose ``rsample`` is ``tanh(loc + scale * eps(shape))``."""
 
-    def rsample(self, sample_shape=torch.Size()):
+    def rsample(self, sample_shape=()):
         shape = self._extended_shape(torch.Size(sample_shape))
         return self._squash(self.loc + self.scale * eps(shape))
 
@@ -58,7 +58,9 @@ def make_actor(dist=FixedNoiseTanhNormal, obs_dim=OBS, act_dim=ACT):
 
 
 def make_qvalue(obs_dim=OBS, act_dim=ACT):
-    return ValueOperator(MLP(obs_dim + act_dim, 1, num_cells=8, depth=1), in_keys=["observation", "action"])
+    return ValueOperator(
+        MLP(obs_dim + act_dim, 1, num_cells=8, depth=1), in_keys=["observation", "action"]
+    )
 
 
 def make_value(obs_dim=OBS):
@@ -138,3 +140,49 @@ def target_ids(loss: nn.Module) -> set:
         if name.startswith("target_"):
             ids |= {id(t) for t in module.parameters()} | {id(t) for t in module.buffers()}
     return ids
+
+
+def bandit_batch(n=64, obs_dim=OBS, act_dim=ACT) -> TensorDict:
+    """A one-step problem (one observation, every step terminates): reward -|a - 0.5|^2."""
+    batch = make_batch(n, obs_dim, act_dim)
+    batch["observation"] = torch.zeros(n, obs_dim)
+    batch["action"] = torch.rand(n, act_dim) * 2 - 1
+    batch["next", "reward"] = -((batch["action"] - 0.5) ** 2).sum(-1, keepdim=True)
+    batch["next", "terminated"] = torch.ones(n, 1, dtype=torch.bool)
+    batch["next", "done"] = torch.ones(n, 1, dtype=torch.bool)
+    return batch
+
+
+def bandit_reward(action: torch.Tensor) -> float:
+    return -((action - 0.5) ** 2).sum(-1).mean().item()
+
+
+def train(loss, batch, steps=200, lr=1e-2, tau=0.05) -> tuple:
+    """``steps`` Adam updates of the summed ``loss_*`` terms (soft target updates if the
+    loss has targets); returns the outputs before and after."""
+    from torchrl_lite.objectives import SoftUpdate
+
+    optim = torch.optim.Adam(loss.parameters(), lr=lr)
+    updater = SoftUpdate(loss, tau=tau) if loss._target_pairs else None
+    first = loss(batch.clone())
+    for _ in range(steps):
+        out = loss(batch.clone())
+        optim.zero_grad()
+        total(out).backward()
+        optim.step()
+        if updater is not None:
+            updater.step()
+    return first, loss(batch.clone())
+
+
+def big_qvalue(obs_dim=OBS, act_dim=ACT):
+    """A Q-network wide enough to fit the bandit's reward in a few hundred steps."""
+    return ValueOperator(
+        MLP(obs_dim + act_dim, 1, num_cells=32, depth=2), in_keys=["observation", "action"]
+    )
+
+
+def params_of(module: nn.Module, buffers: bool = False) -> TensorDict:
+    """A module's parameters (or buffers, for a target copy) as a nested TensorDict."""
+    named = module.named_buffers() if buffers else module.named_parameters()
+    return TensorDict({tuple(k.split(".")): v for k, v in named})

@@ -267,9 +267,10 @@ def test_bad_reward_shape_reaches_user_with_loss_name():
 
 
 # -- ensembles and detached calls -----------------------------------------------------
-def test_ensemble_copies_differ_and_train():
+@pytest.mark.parametrize("vectorized", [None, True, False])
+def test_ensemble_copies_differ_and_train(vectorized):
     q = TensorDictModule(nn.Linear(4, 1), ["obs"], ["q"])
-    ens = Ensemble(q, 3)
+    ens = Ensemble(q, 3, vectorized=vectorized)
     w = ens.params["module", "weight"]
     assert w.shape == (3, 1, 4) and torch.equal(w[0], q.module.weight)
     assert not torch.equal(w[1], w[2])
@@ -311,3 +312,42 @@ def test_call_detached_blocks_parameter_gradients_only(copies):
     out["state_value"].sum().backward()
     assert obs.grad is not None and obs.grad.abs().sum() > 0
     assert all(p.grad is None for p in loss.parameters())
+
+
+@pytest.mark.parametrize("gamma", [0.0, 1.5, -0.1])
+def test_bad_gamma_fails_at_construction(gamma):
+    actor, _ = gaussian_actor()
+    value, _ = critic()
+    with pytest.raises(ValueError, match=r"ClipPPOLoss: gamma must lie in \(0, 1\]"):
+        ClipPPOLoss(actor, value, gamma=gamma)
+    with pytest.raises(ValueError, match=r"DQNLoss: gamma must lie in \(0, 1\]"):
+        DQNLoss(qvalue_actor()[0], gamma=gamma)
+
+
+def test_bad_lmbda_rejected():
+    actor, _ = gaussian_actor()
+    value, _ = critic()
+    loss = ClipPPOLoss(actor, value)
+    with pytest.raises(ValueError, match=r"lmbda must lie in \[0, 1\]"):
+        loss.make_value_estimator(ValueEstimators.GAE, lmbda=1.2)
+
+
+@pytest.mark.gpu
+def test_losses_and_updates_on_cuda():
+    """Everything moves with ``loss.to("cuda")``; the ensemble uses vmap there."""
+    loss = _ValueLoss(_value_net()).to("cuda")
+    updater = SoftUpdate(loss, tau=0.5)
+    td = TensorDict(
+        observation=torch.randn(4, 3), value_target=torch.zeros(4, 1), batch_size=[4]
+    ).to("cuda")
+    loss(td)["loss_value"].backward()
+    updater.step()
+    assert all(b.is_cuda for b in loss.target_value_network.buffers())
+    ens = Ensemble(TensorDictModule(nn.Linear(4, 1), ["obs"], ["q"]), 2).to("cuda")
+    out = ens(TensorDict(obs=torch.randn(5, 4, device="cuda"), batch_size=[5]))
+    assert out["q"].shape == (2, 5, 1) and out["q"].is_cuda
+    value_network, _ = qvalue_actor()
+    dqn = DQNLoss(value_network, gamma=0.99).to("cuda")
+    batch = transitions((6,), obs=4)
+    batch["action"] = torch.eye(3, dtype=torch.long)[torch.randint(3, (6,))]
+    assert dqn(batch.to("cuda"))["loss"].is_cuda

@@ -35,6 +35,7 @@ class EnvInfo(NamedTuple):
 
 
 def env_info(env: EnvBase) -> EnvInfo:
+    """The specs, batch size, device and name of a copy; TypeError if it is not an env."""
     if not isinstance(env, EnvBase):
         raise TypeError(
             f"create_env_fn must return an EnvBase (e.g. GymEnv), got {type(env).__name__}"
@@ -50,8 +51,7 @@ def as_factories(cls_name: str, num_workers, create_env_fn, create_env_kwargs) -
         raise TypeError(f"{cls_name}: num_workers must be an int >= 1, got {num_workers!r}")
     if num_workers < 1:
         raise ValueError(
-            f"{cls_name}: num_workers must be >= 1, got {num_workers}. "
-            "Use the env itself for a single copy."
+            f"{cls_name}: num_workers must be >= 1 (the number of env copies), got {num_workers}"
         )
     fns = list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else [create_env_fn]
     if len(fns) not in (1, num_workers):
@@ -120,6 +120,7 @@ def check_same_specs(cls_name: str, infos: list[EnvInfo]) -> None:
 
 
 def leaf_keys(*specs: Composite) -> list:
+    """The leaf keys of ``specs``, in order, without repeats."""
     keys = []
     for spec in specs:
         keys.extend(k for k in spec.keys(True, True) if k not in keys)
@@ -156,9 +157,11 @@ def leaves(td: TensorDictBase, keys: list, flat: bool) -> list:
     return [td.get(k, None) for k in keys]
 
 
-def rows(leaves: list[torch.Tensor]) -> list[list[torch.Tensor]]:
-    """Per copy, its row (a view) of each ``[n, ...]`` leaf."""
-    return [list(row) for row in zip(*(leaf.unbind(0) for leaf in leaves))]
+def rows(tensors: list[torch.Tensor], n: int) -> list[list[torch.Tensor]]:
+    """Per copy (``n`` of them), its row (a view) of each ``[n, ...]`` tensor."""
+    if not tensors:
+        return [[] for _ in range(n)]
+    return [list(row) for row in zip(*(tensor.unbind(0) for tensor in tensors))]
 
 
 def stack(rows: list[list[torch.Tensor]]) -> list[torch.Tensor]:

@@ -137,9 +137,10 @@ def worker_main(conn, factories: list, num_threads: int, parent_pid: int, inheri
             channel.send(OK + pickle.dumps([U.env_info(env) for env in envs]))
             views = conn.recv()
             serial = SerialEnv._from_envs(envs)
-            rows = U.rows([views["input"][key] for key in serial._input_keys])
-            step_rows = U.rows([views["step"][key] for key in serial._step_keys])
-            reset_rows = U.rows([views["reset"][key] for key in serial._reset_keys])
+            k = len(envs)
+            rows = U.rows([views["input"][key] for key in serial._input_keys], k)
+            step_rows = U.rows([views["step"][key] for key in serial._step_keys], k)
+            reset_rows = U.rows([views["reset"][key] for key in serial._reset_keys], k)
             mask, done = views["mask"], views["step"].get(K.DONE)
             channel.send(b"")
         except Exception as err:

@@ -6,8 +6,10 @@ batch size ``[n, *env.batch_size]`` whose specs are the single env's specs expan
 * ``SerialEnv`` steps its copies one after the other and stacks their results leaf by leaf.
 * ``ParallelEnv`` splits the copies into groups, one worker process per group; each worker
   runs a plain ``SerialEnv`` over its group (see ``_batched_worker``). Actions and results
-  travel through shared-memory buffers allocated once; a one-byte command per worker on a
-  ``multiprocessing`` pipe says what to do ("step", "reset", "seed", "close").
+  travel through shared-memory buffers allocated once, after the workers report their
+  specs; a one-byte command per worker on a ``multiprocessing`` pipe says what to do
+  ("step", "reset", "step then reset the done copies", "seed", "close") and the worker
+  replies when its results are in shared memory. Nothing is pickled per step.
 
 Seeds: ``set_seed(seed)`` gives copy ``i`` the seed ``seed + i * env.batch_size.numel()``,
 so ``SerialEnv``, ``ParallelEnv`` and the copies run on their own give the same rollouts.
@@ -246,7 +248,8 @@ class SerialEnv(_BatchedEnv):
     # -- EnvBase hooks -----------------------------------------------------------------
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._check_usable()
-        values = self._step_into(U.rows([tensordict.get(key) for key in self._input_keys]))
+        inputs = [tensordict.get(key) for key in self._input_keys]
+        values = self._step_into(U.rows(inputs, self.num_workers))
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
         return U.td_from_leaves(self._step_keys, values, self.batch_size, self.device)
@@ -275,7 +278,9 @@ class ParallelEnv(_BatchedEnv):
     Each worker process runs a ``SerialEnv`` over its group of copies; actions and results
     go through shared memory, and each call sends a one-byte command per worker. A worker
     that raises makes the call raise a ``RuntimeError`` with the worker's traceback; a
-    worker that dies makes the next call raise. Either way the other workers are shut down.
+    worker that dies makes the call raise. Either way the other workers are shut down and
+    the env is closed. Workers are daemon processes (they stop with this process), so an
+    env inside one cannot start processes of its own (e.g. gymnasium's async vector env).
 
     Args:
         num_workers: number of copies (>= 1).
@@ -367,8 +372,8 @@ class ParallelEnv(_BatchedEnv):
                     self, W.stop_workers, self._procs, self._conns, _JOIN_S
                 )
         self._channels = [W.Channel(conn) for conn in self._conns]
-        self._pollers = [W.Poller([channel]) for channel in self._channels]
-        replies = self._wait(list(range(len(self._procs))), "start")
+        self._poller = W.Poller(self._channels)
+        replies = self._wait(list(range(len(self._procs))), "start-up (building the envs)")
         return [info for w in range(len(self._procs)) for info in replies[w]]
 
     def _connect(self) -> None:
@@ -394,7 +399,7 @@ class ParallelEnv(_BatchedEnv):
             }
             self._conns[w].send(views)  # shared tensors travel as file descriptors
         self._all = list(range(len(self._conns)))
-        self._wait(self._all, "start")
+        self._wait(self._all, "start-up (attaching shared memory)")
 
     def _shutdown(self, grace: float = _JOIN_S) -> None:
         # detach() returns None once the finalizer has run: the workers are stopped once
@@ -425,30 +430,37 @@ class ParallelEnv(_BatchedEnv):
     def _wait(self, workers: list[int], what: str) -> dict:
         """Wait for one reply from each of ``workers``; return ``{worker: payload}``.
 
-        Raises RuntimeError (after shutting every worker down) if a worker replies with an
-        error or dies; a dead worker is noticed within ``_POLL_S`` seconds. After a
-        KeyboardInterrupt the replies still due are read, so the env stays usable.
+        Raises RuntimeError (after shutting every worker down) as soon as a worker replies
+        with an error or dies (one that dies without closing its pipe end is noticed
+        within ``_POLL_S`` seconds). After a KeyboardInterrupt the replies still due are
+        read, so the env stays usable.
         """
-        # the last worker to get the command tends to finish last: waiting for it first
-        # wakes this process once per step rather than once per worker
-        pending = list(workers)
+        if len(workers) == len(self._channels):
+            poller, workers = self._poller, range(len(self._channels))
+        else:
+            poller = W.Poller([self._channels[w] for w in workers])
+        pending = set(range(len(workers)))  # indices into ``workers``
         replies, reading = {}, False
         try:
             while pending:
-                w = pending[-1]
-                while not self._pollers[w].ready(_POLL_S):
-                    if not self._procs[w].is_alive():  # died without closing its pipe
-                        self._fail(self._death_message(w, what))
-                reading = True
-                replies[w] = self._read_reply(w, what)
-                reading = False
-                pending.pop()
+                ready = poller.ready(_POLL_S)
+                if not ready:
+                    for j in pending:
+                        if not self._procs[workers[j]].is_alive():
+                            self._fail(self._death_message(workers[j], what))
+                for j in ready:
+                    if j not in pending:  # readable with nothing due: it died after replying
+                        self._fail(self._death_message(workers[j], what))
+                    reading = True
+                    replies[workers[j]] = self._read_reply(workers[j], what)
+                    reading = False
+                    pending.discard(j)
         except KeyboardInterrupt:
             if reading:  # a message was cut in the middle: the pipe cannot be trusted
                 self._failure = "interrupted while reading a worker's reply"
                 self.close()
             else:
-                self._drain(pending)
+                self._drain([workers[j] for j in pending])
             raise
         return replies
 
@@ -469,7 +481,7 @@ class ParallelEnv(_BatchedEnv):
         a worker failed."""
         try:
             for w in pending:
-                if not self._pollers[w].ready(_JOIN_S):
+                if not W.Poller([self._channels[w]]).ready(_JOIN_S):
                     raise TimeoutError(f"{self._where(w)} did not reply")
                 if self._channels[w].recv()[:1] == W.ERROR:
                     raise RuntimeError(f"{self._where(w)} failed")

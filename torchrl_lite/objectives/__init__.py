@@ -36,3 +36,17 @@ __all__ = [
     "ValueEstimatorBase",
     "ValueEstimators",
 ]
+
+# off-policy actor-critic, offline and decision-transformer losses
+from torchrl_lite.objectives.ddpg import DDPGLoss  # noqa: E402
+from torchrl_lite.objectives.sac import DiscreteSACLoss, SACLoss  # noqa: E402
+from torchrl_lite.objectives.td3 import TD3Loss  # noqa: E402
+from torchrl_lite.objectives.td3_bc import TD3BCLoss  # noqa: E402
+
+__all__ += [
+    "DDPGLoss",
+    "DiscreteSACLoss",
+    "SACLoss",
+    "TD3BCLoss",
+    "TD3Loss",
+]

@@ -123,8 +123,7 @@ class OnPolicyLoss(LossModule):
         if clip_value is not None and (isinstance(clip_value, bool) or clip_value <= 0):
             raise ValueError(f"{name}: clip_value must be a positive number, got {clip_value!r}.")
         self.clip_value = clip_value
-        if gamma is not None:
-            self._value_kwargs["gamma"] = gamma
+        self._set_value_kwargs(gamma=gamma)
         shared = _shared_ids(actor_network, critic_network) if critic_network is not None else set()
         self._detach_shared = shared if self.separate_losses else set()
         self._actor_in = list(actor_network.in_keys)

@@ -18,6 +18,7 @@ from torch import nn
 from torchrl_lite import _keys as K
 from torchrl_lite.data.composite_spec import Composite
 from torchrl_lite.objectives.common import LossModule, _LossValueError
+from torchrl_lite.objectives.utils import distance_loss
 from torchrl_lite.objectives.value import ValueEstimators
 
 
@@ -111,12 +112,14 @@ class Temperature:
 class OffPolicyLoss(LossModule):
     """Base of the actor-critic off-policy losses: Q inputs, next states, TD targets.
 
-    Subclasses register ``actor_network`` and ``qvalue_network`` (an ``Ensemble``, output
-    ``[N, *B]``) and call the helpers below. The keys dataclass has ``action``,
-    ``state_action_value``, ``priority``, ``reward``, ``done`` and ``terminated``.
+    Subclasses register ``actor_network`` and the Q-network named ``_q_name`` (an
+    ``Ensemble`` with output ``[N, *B]``, or a single network with output ``[*B]``) and call
+    the helpers below. The keys dataclass has ``action``, ``state_action_value``,
+    ``priority``, ``reward``, ``done`` and ``terminated``.
     """
 
     default_value_estimator = ValueEstimators.TD0
+    _q_name = "qvalue_network"
 
     def _check_network(self, network, role: str, example: str) -> None:
         if not hasattr(network, "in_keys"):
@@ -150,9 +153,10 @@ class OffPolicyLoss(LossModule):
         With ``samples``, ``action`` is ``[samples, *B, ...]`` and the observations are
         expanded to ``[samples, *B]``.
         """
+        net = getattr(self, self._q_name)
         if action is None:
-            return td.select(*self.qvalue_network.in_keys)
-        inp = td.select(*self._obs_keys(self.qvalue_network))
+            return td.select(*net.in_keys)
+        inp = td.select(*self._obs_keys(net))
         if samples is not None:
             inp = inp.expand(samples, *inp.batch_size)
         inp.set(self.tensor_keys.action, action)
@@ -176,23 +180,37 @@ class OffPolicyLoss(LossModule):
         return value.squeeze(-1)
 
     def _qvalues(self, td, action=None, *, samples=None, target=False, detach=False):
-        """``[N, *B]`` Q-values of the ensemble (online, target or detached parameters).
+        """``[N, *B]`` Q-values of the ensemble (``[*B]`` for a single Q-network), with the
+        online, target (if there is one) or detached parameters.
 
         ``action`` replaces the batch's action; with ``samples`` it is ``[samples, *B,
         ...]`` and the values are ``[N, samples, *B]``.
         """
         inp = self._q_input(td, action, samples)
         if detach:
-            out = self._call_detached("qvalue_network", inp)
+            out = self._call_detached(self._q_name, inp)
         elif target:
-            out = self._target_q(inp)
+            out = self._target(self._q_name)(inp)
         else:
-            out = self.qvalue_network(inp)
+            out = getattr(self, self._q_name)(inp)
         return self._read(out, "state_action_value", "the Q-network")
 
-    def _target_q(self, inp: TensorDictBase) -> TensorDictBase:
-        net = getattr(self, "target_qvalue_network", None)
-        return (self.qvalue_network if net is None else net)(inp)
+    def _target(self, name: str):
+        """The target copy of network ``name``, or the network itself if it has none."""
+        target = getattr(self, f"target_{name}", None)
+        return getattr(self, name) if target is None else target
+
+    def _action_of(self, actor, td: TensorDictBase) -> torch.Tensor:
+        """The action a deterministic ``actor`` writes for the entries of ``td`` it reads."""
+        out = actor(td.select(*actor.in_keys))
+        action = out.get(self.tensor_keys.action, None)
+        if action is None:
+            raise _LossValueError(
+                f"{type(self).__name__}: the actor did not write {self.tensor_keys.action!r} "
+                f"(it wrote {list(out.keys(True, True))}); set the key it writes with "
+                f"loss.set_keys(action=<its out key>)."
+            )
+        return action
 
     def _policy_dist(self, td: TensorDictBase):
         """The actor's distribution on the entries of ``td`` it reads (``td`` unchanged)."""
@@ -202,6 +220,19 @@ class OffPolicyLoss(LossModule):
         """The value estimator's target ``[*B, 1]`` from ``next_value`` ``[*B]`` (no grad)."""
         with torch.no_grad():
             return self.value_estimator.value_estimate(td, next_value=next_value.unsqueeze(-1))
+
+    def _td_terms(self, td, pred: torch.Tensor, target: torch.Tensor, out: dict, name: str):
+        """``out[name] = sum_i mean(d(Q_i, y))`` for predictions ``[N, *B]`` (or ``[*B]``)
+        and the target ``[*B, 1]``; writes the TD error ``max_i |Q_i - y|`` ``[*B]``."""
+        target = target.squeeze(-1).expand_as(pred)
+        loss = distance_loss(pred, target, self.loss_function)
+        if pred.dim() > td.batch_dims:  # an ensemble: one mean per network, summed
+            out[name] = loss.reshape(loss.shape[0], -1).mean(-1).sum()
+            td_error = (pred.detach() - target).abs().max(0).values
+        else:
+            out[name] = loss.mean()
+            td_error = (pred.detach() - target).abs()
+        out["td_error"] = self._write_priority(td, td_error)
 
     def _write_priority(self, td: TensorDictBase, td_error: torch.Tensor) -> torch.Tensor:
         """Write the per-sample ``td_error`` ``[*B]`` (detached) into ``td``; return its mean."""

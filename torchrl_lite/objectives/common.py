@@ -18,13 +18,14 @@ A subclass:
    with ``loss.to(...)`` and is saved in ``state_dict()`` but is never in
    ``loss.parameters()``. ``SoftUpdate(loss, tau=...)`` / ``HardUpdate(loss, ...)`` update
    every registered target from its online network, in place. ``num_copies=n`` registers
-   an :class:`Ensemble` of ``n`` independently initialised copies evaluated in one
-   vectorised call (output batch ``[n, *B]``), e.g. the Q-networks of SAC or REDQ.
+   an :class:`Ensemble` of ``n`` independently initialised copies with stacked
+   parameters, called as one (output batch ``[n, *B]``), e.g. the Q-networks of SAC.
 3. sets ``default_value_estimator`` (a ``ValueEstimators`` member) and overrides
    ``_value_estimator_network()`` to return the network the estimator calls (default:
    None; the loss then passes ``next_value`` to
    ``self.value_estimator.value_estimate(td, next_value=...)``). Hyper-parameters given
-   to the constructor (e.g. ``gamma``) go in ``self._value_kwargs``.
+   to the constructor go in through ``self._set_value_kwargs(gamma=gamma)`` (range
+   checked at construction; stored in ``self._value_kwargs``).
    ``self.value_estimator`` builds the default estimator on first use;
    ``make_value_estimator(ValueEstimators.X, **hp)`` replaces it. The estimator's keys
    (``advantage``, ``value_target``, ``value``, ``reward``, ``done``, ``terminated``) follow
@@ -53,6 +54,7 @@ from torch import nn
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.objectives.value import ValueEstimatorBase, ValueEstimators
+from torchrl_lite.objectives.value.advantages import _check_factor
 
 __all__ = ["LossModule", "SoftUpdate", "HardUpdate", "TargetNetUpdater", "Ensemble"]
 
@@ -270,6 +272,17 @@ class LossModule(nn.Module):
             return module(tensordict)
 
     # -- value estimators ------------------------------------------------------------
+    def _set_value_kwargs(self, **hyperparams) -> None:
+        """Store estimator hyper-parameters given to the constructor (None ones skipped);
+        ``gamma`` (in (0, 1]) and ``lmbda`` (in [0, 1]) are checked now, not at first use."""
+        name = type(self).__name__
+        for key, value in hyperparams.items():
+            if value is None:
+                continue
+            if key in ("gamma", "lmbda"):
+                value = _check_factor(name, key, value, low_open=key == "gamma")
+            self._value_kwargs[key] = value
+
     def _value_estimator_network(self) -> nn.Module | None:
         """The network the value estimator calls (None: the loss gives ``next_value``)."""
         return None
@@ -523,16 +536,19 @@ class HardUpdate(TargetNetUpdater):
 
 # -- ensembles ----------------------------------------------------------------------
 class Ensemble(nn.Module):
-    """``n`` copies of a TensorDict module evaluated in one vectorised call.
+    """``n`` copies of a TensorDict module, their parameters stacked, called as one.
 
-    The parameters of the copies are stacked (a ``TensorDictParams`` of batch ``[n]``);
-    ``forward(td)`` runs the module under ``torch.vmap`` and returns a TensorDict of batch
-    ``[n, *td.batch_size]``. The first copy keeps ``module``'s values; the others are
-    re-initialised with each sub-module's ``reset_parameters()``.
+    The parameters of the copies are stacked (a ``TensorDictParams`` of batch ``[n]``,
+    ``ensemble.params``); ``forward(td)`` returns a TensorDict of batch
+    ``[n, *td.batch_size]``. On accelerators the copies run under ``torch.vmap`` (one
+    batched kernel per layer); on CPU they run one after the other on slices of the stacked
+    parameters, which is faster there. The first copy keeps ``module``'s values; the others
+    are re-initialised with each sub-module's ``reset_parameters()``.
 
     Args:
         module: the TensorDict module to copy (its buffers become stacked parameters too).
         num_copies: the number of copies ``n``.
+        vectorized: force ``torch.vmap`` (True) or the loop (False); None picks by device.
 
     Example:
         >>> from tensordict.nn import TensorDictModule
@@ -542,7 +558,7 @@ class Ensemble(nn.Module):
         torch.Size([2, 5, 1])
     """
 
-    def __init__(self, module: nn.Module, num_copies: int):
+    def __init__(self, module: nn.Module, num_copies: int, vectorized: bool | None = None):
         super().__init__()
         if int(num_copies) < 1:
             raise ValueError(f"Ensemble: num_copies must be >= 1, got {num_copies}.")
@@ -558,10 +574,31 @@ class Ensemble(nn.Module):
         self.in_keys = list(getattr(module, "in_keys", []))
         self.out_keys = list(getattr(module, "out_keys", []))
         self.num_copies = int(num_copies)
+        self.vectorized = vectorized
+        # where each stacked leaf goes in the template: (owner module, slot dict name, name)
+        slots = []
+        for key in self.params.keys(include_nested=True, leaves_only=True):
+            owner = module.get_submodule(".".join(key[:-1]))
+            where = "_parameters" if key[-1] in owner._parameters else "_buffers"
+            slots.append((owner, where, key[-1]))
+        self.__dict__["_slots"] = slots
 
     def _call_one(self, params: TensorDictBase, tensordict: TensorDictBase):
         with params.to_module(self.module, preserve_module_state=False):
             return self.module(tensordict.copy())
+
+    def _call_with(self, tensors: list, tensordict: TensorDictBase) -> TensorDictBase:
+        """Call the template with ``tensors`` (one per slot) in place of its own."""
+        saved = []
+        try:
+            for (owner, where, name), tensor in zip(self._slots, tensors):
+                slot = getattr(owner, where)
+                saved.append(slot[name])
+                slot[name] = tensor
+            return self.module(tensordict.copy())
+        finally:
+            for (owner, where, name), tensor in zip(self._slots, saved):
+                getattr(owner, where)[name] = tensor
 
     def forward(
         self,
@@ -578,5 +615,13 @@ class Ensemble(nn.Module):
             params: stacked parameters to use instead of ``self.params`` (e.g. detached).
         """
         params = self.params if params is None else params
-        in_dims = (0, None if shared_input else 0)
-        return torch.vmap(self._call_one, in_dims, randomness="different")(params, tensordict)
+        vectorized = self.vectorized
+        if vectorized is None:
+            vectorized = next(iter(params.values(True, True))).device.type != "cpu"
+        if vectorized:
+            in_dims = (0, None if shared_input else 0)
+            return torch.vmap(self._call_one, in_dims, randomness="different")(params, tensordict)
+        inputs = [tensordict] * self.num_copies if shared_input else tensordict.unbind(0)
+        # per-copy slices of every stacked leaf: copies[i] holds copy i's tensors
+        copies = zip(*(leaf.unbind(0) for leaf in params.values(True, True)))
+        return torch.stack([self._call_with(list(t), x) for t, x in zip(copies, inputs)])

@@ -94,8 +94,7 @@ class _QLossBase(LossModule):
         else:
             self.__dict__["_q_target"] = self._q
         self._in = list(value_network.in_keys)
-        if gamma is not None:
-            self._value_kwargs["gamma"] = gamma
+        self._set_value_kwargs(gamma=gamma)
 
     @property
     def in_keys(self) -> list:
@@ -309,9 +308,7 @@ class DistributionalDQNLoss(_QLossBase):
         action_space: str | None = None,
     ):
         super().__init__(value_network, delay_value, action_space, gamma)
-        if not 0.0 < float(gamma) <= 1.0:
-            raise ValueError(f"DistributionalDQNLoss: gamma must lie in (0, 1], got {gamma}.")
-        self.gamma = float(gamma)
+        self.gamma = self._value_kwargs["gamma"]  # checked in (0, 1] by the base class
         if support is None:
             inner = getattr(value_network, "module", None)
             head = inner[-1] if isinstance(inner, torch.nn.ModuleList) else None

@@ -49,11 +49,6 @@ class _SACKeys:
     terminated: str | tuple = K.TERMINATED
 
 
-def _mean_per_net(loss: torch.Tensor) -> torch.Tensor:
-    """``[N, ...]`` -> the sum over the ``N`` networks of the mean over the batch."""
-    return loss.reshape(loss.shape[0], -1).mean(-1).sum()
-
-
 class SACLoss(Temperature, OffPolicyLoss):
     """The soft actor-critic loss, with a learned temperature (SAC v2 by default).
 
@@ -224,12 +219,9 @@ class SACLoss(Temperature, OffPolicyLoss):
 
     def _qvalue_terms(self, td, alpha, out) -> torch.Tensor:
         """``loss_qvalue`` and ``td_error``; returns the predictions ``[N, *B]``."""
-        target = self._bootstrap(td, self._next_value(td, alpha)).squeeze(-1)  # [*B]
+        target = self._bootstrap(td, self._next_value(td, alpha))  # [*B, 1]
         pred = self._qvalues(td)  # [N, *B]
-        target = target.expand_as(pred)
-        out["loss_qvalue"] = _mean_per_net(distance_loss(pred, target, self.loss_function))
-        td_error = (pred.detach() - target).abs().max(0).values  # [*B]
-        out["td_error"] = self._write_priority(td, td_error)
+        self._td_terms(td, pred, target, out, "loss_qvalue")
         return pred
 
     def _alpha_terms(self, td, action, log_prob, out) -> None:
@@ -400,12 +392,12 @@ class DiscreteSACLoss(Temperature, OffPolicyLoss):
         pred = qvalues.gather(-1, index.expand(qvalues.shape[:-1]).unsqueeze(-1)).squeeze(-1)
         next_td = self._next_td(td)
         with torch.no_grad():
-            target_net = getattr(self, "target_qvalue_network", self.qvalue_network)
-            next_q = self._action_values(target_net, next_td).min(0).values  # [*B, n]
+            next_q = self._action_values(self._target("qvalue_network"), next_td)  # [N, *B, n]
+            next_q = next_q.min(0).values  # [*B, n]
             next_log_pi = self._log_policy(next_td, self.actor_network)  # [*B, n]
             next_value = (next_log_pi.exp() * (next_q - alpha * next_log_pi)).sum(-1)  # [*B]
-        target = self._bootstrap(td, next_value).squeeze(-1).expand_as(pred)  # [N, *B]
-        out = {"loss_qvalue": _mean_per_net(distance_loss(pred, target, self.loss_function))}
+        out: dict[str, torch.Tensor] = {}
+        self._td_terms(td, pred, self._bootstrap(td, next_value), out, "loss_qvalue")
         # actor: expectation over actions, Q-values detached
         log_pi = self._log_policy(td, self.actor_network)  # [*B, n]
         pi = log_pi.exp()
@@ -418,7 +410,6 @@ class DiscreteSACLoss(Temperature, OffPolicyLoss):
             out["loss_alpha"] = -(self.log_alpha * (self.target_entropy - entropy)).mean()
         out["alpha"] = self.log_alpha.detach().exp()
         out["entropy"] = entropy.mean()
-        out["td_error"] = self._write_priority(td, (pred.detach() - target).abs().max(0).values)
         return TensorDict(out, batch_size=[])
 
     def _action_index(self, td: TensorDictBase) -> torch.Tensor:

@@ -269,6 +269,9 @@ class Transform(nn.Module):
         self._on_apply(fn)
         return self
 
+    def dump(self, **kwargs) -> None:
+        """Write out what the transform collected (e.g. ``VideoRecorder``); a no-op here."""
+
     def clone(self) -> Transform:
         """A deep copy that belongs to no env."""
         out = copy.deepcopy(self)
@@ -377,6 +380,10 @@ class Compose(Transform):
         for t in self.transforms:
             state_spec = t.transform_state_spec(state_spec)
         return state_spec
+
+    def dump(self, **kwargs) -> None:
+        for t in self.transforms:
+            t.dump(**kwargs)
 
     # -- list interface ----------------------------------------------------------------
     def __len__(self) -> int:

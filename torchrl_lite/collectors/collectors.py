@@ -1,0 +1,785 @@
+"""Data collectors: run a policy in an env and hand out batches of steps.
+
+``DataCollectorBase`` holds what every collector shares: the frame budget, iteration
+(``for data in collector`` / ``collector.next()``), delivery (``split_trajs``,
+``postproc``, ``replay_buffer``) and policy-weight checks. A collector implements
+``_collect_batch(random) -> TensorDict`` plus ``set_seed``, ``update_policy_weights_``,
+``state_dict``/``load_state_dict`` and ``shutdown``.
+
+``SyncDataCollector`` steps one env (which may be batched: ``GymEnv(num_envs=...)``,
+``SerialEnv``, ``ParallelEnv``) in this process. Its hot loop per step: the policy
+(under ``torch.no_grad()`` and the exploration type), the env's ``_step``, a new root for
+the next step, and a reference kept to the step's TensorDict; every ``_CHUNK`` steps the
+leaves are copied into ``[T, *batch]`` buffers allocated once (``torch.stack(out=...)``).
+Sub-envs that are done are reset alone. The multiprocess collectors (``multi.py``) run one
+``SyncDataCollector`` per worker process.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from collections.abc import Iterator, Mapping
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from torch import nn
+
+from torchrl_lite import _keys as K
+from torchrl_lite._utils import missing_key_message
+from torchrl_lite.collectors.utils import split_trajectories
+from torchrl_lite.envs.common import EnvBase
+from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
+
+__all__ = ["DataCollectorBase", "SyncDataCollector", "Collector"]
+
+_CHUNK = 128  # steps kept as references before being copied into the batch buffers
+_DROP_ROOT = frozenset({K.NEXT, K.RESET})  # root entries never carried to the next step
+
+
+def _check_int(name: str, value, low: int, owner: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{owner}: {name} must be an int, got {value!r}")
+    if value < low:
+        raise ValueError(f"{owner}: {name} must be >= {low}, got {value}")
+    return value
+
+
+# -- policy weights (shared by every collector) ---------------------------------------
+def policy_weights(policy) -> TensorDictBase | None:
+    """The policy's parameters and buffers (detached, sharing storage), or None."""
+    if not isinstance(policy, nn.Module):
+        return None
+    if any(isinstance(p, nn.parameter.UninitializedParameter) for p in policy.parameters()):
+        raise ValueError(
+            "The policy has uninitialised (lazy) parameters; run it once on an env's "
+            "reset() output before giving it to a collector."
+        )
+    return TensorDict.from_module(policy).data
+
+
+def flat_weights(weights, owner: str) -> dict:
+    """``{"dotted.name": tensor}`` from a TensorDict, a module or a ``state_dict``."""
+    if isinstance(weights, nn.Module):
+        weights = TensorDict.from_module(weights).data
+    if isinstance(weights, TensorDictBase):
+        return dict(weights.flatten_keys(".").items())
+    if isinstance(weights, Mapping):
+        bad = [k for k, v in weights.items() if not isinstance(v, torch.Tensor)]
+        if bad:
+            raise TypeError(f"{owner}.update_policy_weights_: entries {bad} are not tensors.")
+        return {str(k): v for k, v in weights.items()}
+    raise TypeError(
+        f"{owner}.update_policy_weights_ expects a TensorDict (TensorDict.from_module(policy)), "
+        f"a state_dict or a module, got {type(weights).__name__}."
+    )
+
+
+def copy_weights(target: TensorDictBase, weights, owner: str) -> None:
+    """Check that ``weights`` has ``target``'s structure, then copy them into ``target``.
+
+    Raises ValueError naming the missing, unexpected or mismatched entries (and copies
+    nothing) when the structures differ.
+    """
+    given = flat_weights(weights, owner)
+    expected = dict(target.flatten_keys(".").items())
+    missing = [k for k in expected if k not in given]
+    unexpected = [k for k in given if k not in expected]
+    wrong = [
+        f"{k}: expected {list(v.shape)} {v.dtype}, got {list(given[k].shape)} {given[k].dtype}"
+        for k, v in expected.items()
+        if k in given and (given[k].shape != v.shape or not _castable(given[k].dtype, v.dtype))
+    ]
+    if missing or unexpected or wrong:
+        raise ValueError(
+            f"{owner}.update_policy_weights_: the weights do not match the policy's structure "
+            f"(missing: {missing}; unexpected: {unexpected}; mismatched: {wrong}). Pass "
+            "TensorDict.from_module(policy) or policy.state_dict() of the same architecture."
+        )
+    with torch.no_grad():
+        for k, v in expected.items():
+            v.copy_(given[k])
+
+
+def _castable(src: torch.dtype, dst: torch.dtype) -> bool:
+    return src == dst or (src.is_floating_point and dst.is_floating_point)
+
+
+def _recurrent_specs(policy) -> dict:
+    """``{hidden_key: spec of one env}`` of the recurrent modules inside ``policy``."""
+    specs = {}
+    if isinstance(policy, nn.Module):
+        for module in policy.modules():
+            make = getattr(module, "make_tensordict_primer", None)
+            if make is not None:
+                specs.update(make().primers)
+    return specs
+
+
+def _param_device(policy) -> torch.device | None:
+    if isinstance(policy, nn.Module):
+        for tensor in (*policy.parameters(), *policy.buffers()):
+            return tensor.device
+    return None
+
+
+class DataCollectorBase:
+    """Frame budget, iteration and delivery shared by every collector (see module doc)."""
+
+    def _init_common(
+        self,
+        frames_per_batch,
+        total_frames,
+        init_random_frames,
+        split_trajs,
+        postproc,
+        replay_buffer,
+    ) -> None:
+        owner = type(self).__name__
+        self.frames_per_batch = _check_int("frames_per_batch", frames_per_batch, 1, owner)
+        if total_frames is None:
+            total_frames = -1
+        total_frames = _check_int("total_frames", total_frames, -(2**62), owner)
+        if total_frames == 0:
+            raise ValueError(f"{owner}: total_frames must be > 0, or -1 for endless collection")
+        if 0 < total_frames < frames_per_batch:
+            raise ValueError(
+                f"{owner}: total_frames={total_frames} is smaller than "
+                f"frames_per_batch={frames_per_batch}; not even one batch fits. Raise "
+                "total_frames or lower frames_per_batch."
+            )
+        if total_frames > 0 and total_frames % frames_per_batch:
+            rounded = math.ceil(total_frames / frames_per_batch) * frames_per_batch
+            warnings.warn(
+                f"{owner}: total_frames={total_frames} is not a multiple of "
+                f"frames_per_batch={frames_per_batch}; {rounded} frames will be collected.",
+                stacklevel=3,
+            )
+        self.total_frames = total_frames if total_frames > 0 else -1
+        init = 0 if init_random_frames is None else init_random_frames
+        self.init_random_frames = _check_int("init_random_frames", init, 0, owner)
+        if postproc is not None and not callable(postproc):
+            raise TypeError(f"{owner}: postproc must be callable, got {postproc!r}")
+        if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
+            raise TypeError(f"{owner}: replay_buffer must have an extend() method")
+        self.split_trajs = bool(split_trajs)
+        self.postproc = postproc
+        self.replay_buffer = replay_buffer
+        self._frames = 0
+        self._iter = 0
+        self._iterator = None
+        self.closed = False
+
+    # -- what a collector implements -------------------------------------------------
+    def _collect_batch(self, random: bool) -> TensorDictBase:
+        raise NotImplementedError
+
+    # -- iteration -------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            reason = getattr(self, "_failure", None)
+            extra = f" It was shut down after a failure: {reason}" if reason else ""
+            raise RuntimeError(
+                f"{type(self).__name__} was shut down; create a new one to collect more.{extra}"
+            )
+
+    def iterator(self) -> Iterator[TensorDictBase | None]:
+        """Yield batches until ``total_frames`` frames were collected (forever if -1)."""
+        self._check_open()
+        while self.total_frames < 0 or self._frames < self.total_frames:
+            batch = self._collect_batch(self._frames < self.init_random_frames)
+            self._frames += batch.numel()
+            self._iter += 1
+            yield self._deliver(batch)
+
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        return self.iterator()
+
+    def next(self) -> TensorDictBase | None:
+        """The next batch (``None`` once ``total_frames`` frames were collected)."""
+        if self._iterator is None:
+            self._iterator = self.iterator()
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            return None
+
+    def __len__(self) -> int:
+        if self.total_frames < 0:
+            raise TypeError(f"{type(self).__name__} with total_frames=-1 is endless: no len()")
+        return math.ceil(self.total_frames / self.frames_per_batch)
+
+    def _deliver(self, batch: TensorDictBase) -> TensorDictBase | None:
+        if self.split_trajs:
+            batch = split_trajectories(batch)
+        if self.postproc is not None:
+            batch = self.postproc(batch)
+        if self.replay_buffer is None:
+            return batch
+        ndim = getattr(getattr(self.replay_buffer, "_storage", None), "ndim", 1)
+        if batch.batch_dims > ndim:  # [*B, T] rows -> the storage's item dims
+            batch = batch.reshape(-1, *batch.batch_size[batch.batch_dims - ndim + 1 :])
+        self.replay_buffer.extend(batch)
+        return None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        self.closed = True
+
+
+class _Recorder:
+    """Copies the steps of a batch into ``[T, *batch]`` buffers reused across batches.
+
+    Each step only keeps references (the env and policy write new tensors each step);
+    every ``_CHUNK`` steps one ``torch.stack(..., out=...)`` per key copies them into the
+    buffers. ``defaults`` gives a value for keys a step lacks (the policy's outputs in
+    random-policy steps).
+    """
+
+    def __init__(self, steps: int, batch_dims: int):
+        self.steps, self.batch_dims = steps, batch_dims
+        self.signature = None
+
+    def begin(self, td: TensorDictBase, ids: torch.Tensor, defaults: dict) -> None:
+        keys = list(td.keys(True, True))
+        keys += [k for k in defaults if k not in keys]
+        leaves = [_get(td, k, defaults.get(k)) for k in keys]
+        signature = tuple((k, v.shape, v.dtype, v.device) for k, v in zip(keys, leaves))
+        if signature != self.signature:
+            self.signature, self.keys = signature, keys
+            self.getters = [_getter(k, defaults.get(k)) for k in keys]
+            self.buffers = [v.new_empty((self.steps, *v.shape)) for v in leaves]
+            self.id_buffer = ids.new_empty((self.steps, *ids.shape))
+        else:
+            self.getters = [_getter(k, defaults.get(k)) for k in keys]
+        self.pending, self.pending_ids, self.written = [], [], 0
+
+    def record(self, td: TensorDictBase, ids: torch.Tensor) -> None:
+        self.pending.append(td)
+        self.pending_ids.append(ids)
+        if len(self.pending) == _CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        n, lo = len(self.pending), self.written
+        if n == 0:
+            return
+        for key, getter, buf in zip(self.keys, self.getters, self.buffers):
+            leaves = [getter(td) for td in self.pending]
+            try:
+                torch.stack(leaves, out=buf[lo : lo + n])
+            except RuntimeError as err:
+                shapes = sorted({(tuple(v.shape), str(v.dtype)) for v in leaves})
+                raise RuntimeError(
+                    f"Collector: entry {key!r} changed shape or dtype between steps (seen: "
+                    f"{shapes}); an env or policy must write the same shape at every step."
+                ) from err
+        torch.stack(self.pending_ids, out=self.id_buffer[lo : lo + n])
+        self.pending.clear()
+        self.pending_ids.clear()
+        self.written += n
+
+    def result(self, batch_size, device) -> TensorDictBase:
+        """A new ``[*batch, T]`` TensorDict (on ``device``) holding the batch."""
+        self.flush()
+        nd = self.batch_dims
+        out = TensorDict(batch_size=(*batch_size, self.steps), device=device)
+        for key, buf in (*zip(self.keys, self.buffers), (K.TRAJ_IDS, self.id_buffer)):
+            leaf = buf.movedim(0, nd)  # [*batch, T, ...]
+            if device is not None and leaf.device != device:
+                leaf = leaf.to(device)
+            out.set(key, leaf.contiguous() if nd else leaf.clone())
+        return out
+
+
+def _get(td: TensorDictBase, key, default):
+    value = td.get(key, None)
+    return default if value is None else value
+
+
+def _getter(key, default):
+    """A fast getter for one (possibly nested) key, returning ``default`` when absent."""
+    path = key if isinstance(key, tuple) else (key,)
+
+    def get(td):
+        for name in path:
+            td = td._get_str(name, None)
+            if td is None:
+                if default is not None:
+                    return default
+                raise KeyError(
+                    f"Collector: entry {key!r}, present at the first step of the batch, is "
+                    "missing at a later step; an env or policy must write the same entries "
+                    "at every step."
+                )
+        return td
+
+    return get
+
+
+class SyncDataCollector(DataCollectorBase):
+    """Collect batches of steps from an env with a policy, in this process.
+
+    Each batch holds ``frames_per_batch`` frames as a ``[*env.batch_size, T]`` TensorDict
+    (``T = frames_per_batch / n_envs``): the root entries the policy saw and wrote (its
+    extra outputs, e.g. ``"loc"``, ``"sample_log_prob"`` or recurrent states, are kept),
+    the step's results under ``"next"``, and ``("collector", "traj_ids")``. A trajectory
+    cut by the batch boundary keeps its id in the next batch. Sub-envs that are done are
+    reset alone. Recurrent policies (``LSTMModule``/``GRUModule`` inside) need no primer:
+    the collector starts their hidden states at zero, resets them with their sub-env and
+    writes ``"is_init"`` when the env does not. For a flat ``[n_envs * T]`` batch, pass
+    ``postproc=lambda td: td.reshape(-1)``.
+
+    Args:
+        create_env_fn: an env, or a callable returning one (called with
+            ``create_env_kwargs``).
+        policy: a TensorDict module (or callable ``TensorDict -> TensorDict``) writing
+            ``"action"``; ``None`` draws random actions from the env's action spec. Its
+            output is checked against the action spec on the first batch.
+        frames_per_batch: frames per batch, a multiple of the number of envs.
+        total_frames: frames to collect in all; ``-1`` for endless collection.
+        device: the default of ``policy_device``, ``env_device`` and ``storing_device``.
+        storing_device: where batches are stored (default: the env's device).
+        policy_device: where the policy runs (default: where its parameters are); a copy
+            of the policy is moved there if needed (``update_policy_weights_()`` syncs it).
+        env_device: the env's device (checked against the env).
+        create_env_kwargs: keyword arguments for ``create_env_fn``.
+        max_frames_per_traj: end trajectories after this many steps (sets
+            ``("next", "truncated")`` and ``("next", "done")``); ``None``: no limit.
+        init_random_frames: collect the first frames (whole batches) with random actions.
+        reset_at_each_iter: reset every env at the start of each batch.
+        postproc: a callable applied to each batch (after ``split_trajs``).
+        split_trajs: yield ``split_trajectories(batch)`` (``[n_traj, max_len]`` + mask).
+        exploration_type: the exploration type while collecting (default ``RANDOM``).
+        reset_when_done: reset done sub-envs (default True).
+        replay_buffer: extend this buffer with each batch (flattened to the storage's
+            dims) instead of yielding it; the iterator then yields ``None``.
+
+    Example:
+        >>> from torchrl_lite.envs import GymEnv
+        >>> collector = SyncDataCollector(GymEnv("Pendulum-v1"), None, frames_per_batch=50,
+        ...     total_frames=100)
+        >>> [data.batch_size for data in collector]
+        [torch.Size([50]), torch.Size([50])]
+        >>> collector.shutdown()
+    """
+
+    def __init__(
+        self,
+        create_env_fn,
+        policy=None,
+        *,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        device=None,
+        storing_device=None,
+        policy_device=None,
+        env_device=None,
+        create_env_kwargs: dict | None = None,
+        max_frames_per_traj: int | None = None,
+        init_random_frames: int | None = None,
+        reset_at_each_iter: bool = False,
+        postproc=None,
+        split_trajs: bool = False,
+        exploration_type=ExplorationType.RANDOM,
+        reset_when_done: bool = True,
+        replay_buffer=None,
+    ):
+        owner = type(self).__name__
+        self.closed = True  # until the env exists
+        self._init_common(
+            frames_per_batch, total_frames, init_random_frames, split_trajs, postproc, replay_buffer
+        )
+        self.env = env = _make_env(create_env_fn, create_env_kwargs, owner)
+        try:
+            n_envs = env.batch_size.numel()
+            if frames_per_batch % n_envs:
+                raise ValueError(
+                    f"{owner}: frames_per_batch={frames_per_batch} is not divisible by the "
+                    f"number of envs, {n_envs} (env batch size {list(env.batch_size)}). Use a "
+                    f"multiple of {n_envs}, e.g. {frames_per_batch // n_envs * n_envs or n_envs}."
+                )
+            self._steps = frames_per_batch // n_envs
+            if max_frames_per_traj is not None and max_frames_per_traj != -1:
+                _check_int("max_frames_per_traj", max_frames_per_traj, 1, owner)
+            else:
+                max_frames_per_traj = None
+            if not isinstance(exploration_type, ExplorationType):
+                raise TypeError(
+                    f"{owner}: exploration_type must be an ExplorationType, got {exploration_type!r}"
+                )
+            self.max_frames_per_traj = max_frames_per_traj
+            self.exploration_type = exploration_type
+            self.reset_at_each_iter = bool(reset_at_each_iter)
+            self.reset_when_done = bool(reset_when_done)
+            self._set_devices(policy, device, storing_device, policy_device, env_device)
+            self._set_layout()
+        except BaseException:
+            env.close()
+            raise
+        self.closed = False
+        self._td = None  # the root of the next step (None: reset first)
+        self._traj_ids = None
+        self._traj_count, self._traj_stride, self._traj_offset = 0, 1, 0
+        self._step_count = None
+        self._recorder = _Recorder(self._steps, len(env.batch_size))
+        self._checked = self.policy is None
+        self._random_defaults = None
+
+    # -- construction ------------------------------------------------------------------
+    def _set_devices(self, policy, device, storing_device, policy_device, env_device) -> None:
+        owner, env = type(self).__name__, self.env
+        device = torch.device(device) if device is not None else None
+        env_device = torch.device(env_device) if env_device is not None else device
+        if env_device is not None and env_device != env.device:
+            raise ValueError(
+                f"{owner}: env_device={env_device} but the env lives on {env.device}; create "
+                f"the env on that device (e.g. GymEnv(..., device={str(env_device)!r}))."
+            )
+        policy = _check_policy(policy, owner)
+        params_on = _param_device(policy)
+        if policy_device is not None:
+            policy_device = torch.device(policy_device)
+        else:
+            policy_device = device or params_on or env.device
+        self._source_policy = None
+        if params_on is not None and params_on != policy_device:
+            self._source_policy = policy  # update_policy_weights_() copies from it
+            policy = copy.deepcopy(policy).to(policy_device)
+        self.policy = policy
+        self.policy_device = policy_device
+        self._cast = policy is not None and policy_device != env.device
+        self.storing_device = torch.device(storing_device) if storing_device else device
+        if self.storing_device is None:
+            self.storing_device = env.device
+
+    def _set_layout(self) -> None:
+        """Keys and constant tensors the hot loop uses, decided once."""
+        env = self.env
+        batch, dev = env.batch_size, env.device
+        env_keys = set(env.observation_spec.keys(True, True)) | set(env.state_spec.keys(True, True))
+        specs = _recurrent_specs(self.policy)
+        # hidden states the env does not provide: zeros at reset, carried by the collector
+        self._hidden = {
+            k: spec.zero(batch).to(dev) for k, spec in specs.items() if k not in env_keys
+        }
+        reads_init = K.IS_INIT in list(getattr(self.policy, "in_keys", ()) or ())
+        self._track_init = (reads_init or bool(specs)) and K.IS_INIT not in env_keys
+        self._not_init = torch.zeros((*batch, 1), dtype=torch.bool, device=dev)
+        self._all_init = torch.ones((*batch, 1), dtype=torch.bool, device=dev)
+        reward_keys = list(env.full_reward_spec.keys(True, True))
+        action_keys = list(env.full_action_spec.keys(True, True))
+        self._flat_keys = all(isinstance(k, str) for k in reward_keys + action_keys)
+        self._reward_keys, self._action_keys = reward_keys, action_keys
+        self._drop_next = frozenset(reward_keys)
+        self._drop_root = _DROP_ROOT | set(reward_keys) | set(action_keys)
+        self._done_keys = set(env.done_keys)
+
+    # -- the hot loop ------------------------------------------------------------------
+    def _collect_batch(self, random: bool) -> TensorDictBase:
+        self._check_open()
+        if self._td is None or self.reset_at_each_iter:
+            self._reset_all()
+        env, rec = self.env, self._recorder
+        env_step = env._step
+        use_policy = not random and self.policy is not None
+        defaults = self._defaults() if random and self.policy is not None else {}
+        check = use_policy and not self._checked
+        batched = bool(env.batch_size)
+        truncating = self.max_frames_per_traj is not None
+        next_root, reset_done = self._next_root, self._reset_done
+        td = self._td
+        with torch.no_grad(), set_exploration_type(self.exploration_type):
+            for t in range(self._steps):
+                if use_policy:
+                    before = set(td.keys(True, True)) if check else None
+                    td = self._policy_call(td)
+                    if check:
+                        self._check_action(td, before)
+                else:
+                    td = env.rand_action(td)
+                preset = td._get_str(K.NEXT, None)  # the policy's ("next", ...) entries
+                next_td = env_step(td)
+                if preset is not None:
+                    _merge_preset(next_td, preset)
+                if truncating:
+                    self._truncate(next_td)
+                td._set_str(K.NEXT, next_td, validated=True, inplace=False)
+                ids = self._traj_ids
+                if t == 0:
+                    rec.begin(td, ids, defaults)
+                rec.record(td, ids)
+                done = next_td._get_str(K.DONE, None)
+                if done is None:
+                    raise KeyError(
+                        f"The env's step returned no 'done': {list(next_td.keys(True, True))}"
+                    )
+                td = next_root(td, next_td)
+                if self.reset_when_done and (bool(done.any()) if batched else bool(done)):
+                    td = reset_done(td, done)
+        if check:
+            self._checked = True
+        self._td = td
+        return rec.result(env.batch_size, self.storing_device)
+
+    def _policy_call(self, td: TensorDictBase) -> TensorDictBase:
+        if self._cast:
+            out = self.policy(td.to(self.policy_device))
+            return out.to(self.env.device) if out is not None else None
+        return self.policy(td)
+
+    def _next_root(self, td: TensorDictBase, next_td: TensorDictBase) -> TensorDictBase:
+        """``step_mdp``: the step's ``"next"`` entries (minus the reward) and the root's
+        other entries (minus the action), in a new TensorDict."""
+        if not (self._flat_keys and type(td) is TensorDict and type(next_td) is TensorDict):
+            from torchrl_lite.envs.utils import step_mdp
+
+            out = step_mdp(td, reward_keys=self._reward_keys, action_keys=self._action_keys)
+        else:
+            drop_next, drop_root = self._drop_next, self._drop_root
+            entries = {
+                k: v if isinstance(v, torch.Tensor) else v.copy()
+                for k, v in next_td._tensordict.items()
+                if k not in drop_next
+            }
+            for k, v in td._tensordict.items():
+                if k not in entries and k not in drop_root:
+                    entries[k] = v if isinstance(v, torch.Tensor) else v.copy()
+            out = TensorDict._new_unsafe(entries, batch_size=td.batch_size, device=td.device)
+        if self._track_init:
+            out._set_str(K.IS_INIT, self._not_init, validated=True, inplace=False)
+        return out
+
+    def _truncate(self, next_td: TensorDictBase) -> None:
+        count = self._step_count
+        count += 1  # the collector's own tensor: never recorded
+        hit = count >= self.max_frames_per_traj
+        if bool(hit.any()):
+            for key in (K.TRUNCATED, K.DONE):
+                if key in self._done_keys or key == K.DONE:
+                    flag = next_td.get(key, None)
+                    next_td.set(key, hit.clone() if flag is None else flag | hit)
+
+    # -- resets and trajectory ids ---------------------------------------------------------
+    def _new_trajectories(self, mask: torch.Tensor | None) -> None:
+        """Give new ids to the sub-envs in ``mask`` (``[*batch]`` bool; None: all)."""
+        batch, dev = self.env.batch_size, self.env.device
+        n = batch.numel() if mask is None else int(mask.sum())
+        new = (torch.arange(n, device=dev) + self._traj_count) * self._traj_stride
+        new += self._traj_offset
+        self._traj_count += n
+        if mask is None:
+            self._traj_ids = new.reshape(batch)
+        else:
+            ids = self._traj_ids.clone()  # the old tensor is referenced by recorded steps
+            ids[mask] = new
+            self._traj_ids = ids
+
+    def _reset_all(self) -> None:
+        env = self.env
+        td = env.reset()
+        self._new_trajectories(None)
+        if self.max_frames_per_traj is not None:
+            self._step_count = torch.zeros(
+                (*env.batch_size, 1), dtype=torch.int64, device=env.device
+            )
+        for key, zero in self._hidden.items():
+            td.set(key, zero)
+        if self._track_init:
+            td.set(K.IS_INIT, self._all_init)
+        self._td = td
+
+    def _reset_done(self, td: TensorDictBase, done: torch.Tensor) -> TensorDictBase:
+        env = self.env
+        if env.batch_size:
+            td.set(K.RESET, done.clone())
+            td = env.reset(td)
+            mask = done.reshape(env.batch_size)
+        else:
+            td = env.reset(td)
+            mask = None
+        self._new_trajectories(mask)
+        if self._step_count is not None:
+            self._step_count.masked_fill_(done.reshape(self._step_count.shape), 0)
+        for key, zero in self._hidden.items():
+            if mask is None:
+                td.set(key, zero)
+            else:
+                m = mask.reshape(*mask.shape, *([1] * (zero.dim() - mask.dim())))
+                td.set(key, torch.where(m, zero, td.get(key)))
+        if self._track_init:
+            td.set(K.IS_INIT, self._all_init if mask is None else done.clone())
+        return td
+
+    # -- checks ------------------------------------------------------------------------
+    def _check_action(self, td, before: set) -> None:
+        owner = type(self).__name__
+        if not isinstance(td, TensorDictBase):
+            raise TypeError(
+                f"{owner}: the policy returned {type(td).__name__}; it must return the "
+                "TensorDict it was given, with the action written in it."
+            )
+        written = [k for k in td.keys(True, True) if k not in before]
+        out_keys = getattr(self.policy, "out_keys", None)
+        declared = f" (policy.out_keys={out_keys})" if out_keys is not None else ""
+        for key, spec in self.env.full_action_spec.items(True, True):
+            value = td.get(key, None)
+            if value is None:
+                raise KeyError(
+                    f"{owner}: the policy did not write {key!r}, which the env's action spec "
+                    f"declares ({spec}). The policy wrote {written}{declared}. Make the "
+                    f"policy's out_keys include {key!r}. "
+                    + missing_key_message(key, td.keys(True, True))
+                )
+            problem = None
+            if self.env.batch_locked and value.shape != spec.shape:
+                problem = f"shape {list(value.shape)} differs from the spec's {list(spec.shape)}"
+            else:
+                try:
+                    spec.assert_is_in(value, key=key)
+                except ValueError as err:
+                    problem = str(err)
+            if problem is not None:
+                raise ValueError(
+                    f"{owner}: the policy wrote {key!r} outside the env's action spec: "
+                    f"{problem}\n  spec: {spec}\n  policy output keys: {written}{declared}"
+                )
+
+    def _defaults(self) -> dict:
+        """Zeros for the policy's outputs, recorded in random-policy steps so that every
+        batch has the same entries (found by running the policy once, RNG untouched)."""
+        if self._random_defaults is None:
+            probe = self._td.clone()
+            before = set(probe.keys(True, True))
+            cuda = [self.policy_device.index or 0] if self.policy_device.type == "cuda" else []
+            with (
+                torch.random.fork_rng(devices=cuda),
+                torch.no_grad(),
+                set_exploration_type(self.exploration_type),
+            ):
+                out = self._policy_call(probe)
+            skip = before | set(self._action_keys)
+            self._random_defaults = {
+                k: torch.zeros_like(out.get(k)) for k in out.keys(True, True) if k not in skip
+            }
+        return self._random_defaults
+
+    # -- the rest of the interface ---------------------------------------------------------
+    def update_policy_weights_(self, weights=None) -> None:
+        """Copy new weights into the collector's policy.
+
+        Args:
+            weights: a TensorDict (``TensorDict.from_module(policy)``), a ``state_dict`` or
+                a module of the same architecture. ``None``: the policy given at
+                construction is used by reference (nothing to do), or, if the collector
+                runs a copy on another device, the copy is synced from it.
+        """
+        self._check_open()
+        owner = type(self).__name__
+        target = policy_weights(self.policy)
+        if weights is None:
+            if self._source_policy is not None:
+                copy_weights(target, policy_weights(self._source_policy), owner)
+            return
+        if target is None:
+            raise ValueError(f"{owner}: the policy ({self.policy!r}) has no weights to update.")
+        copy_weights(target, weights, owner)
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed the env (each sub-env gets its own seed) and return the next unused seed.
+
+        The next batch starts from a reset, so that the seed takes effect.
+        """
+        self._check_open()
+        out = self.env.set_seed(seed, static_seed=static_seed)
+        self._td = None
+        return out
+
+    def state_dict(self) -> dict:
+        """The policy's and env's state (where they have one) and the frame counters."""
+        out = {"frames": self._frames, "iter": self._iter}
+        if isinstance(self.policy, nn.Module):
+            out["policy_state_dict"] = self.policy.state_dict()
+        env_state = getattr(self.env, "state_dict", None)
+        if callable(env_state):
+            out["env_state_dict"] = env_state()
+        return out
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what ``state_dict()`` returned."""
+        known = {"frames", "iter", "policy_state_dict", "env_state_dict"}
+        unknown = [k for k in state_dict if k not in known]
+        if unknown:
+            raise KeyError(f"{type(self).__name__}.load_state_dict: unknown entries {unknown}")
+        if "policy_state_dict" in state_dict:
+            self.policy.load_state_dict(state_dict["policy_state_dict"])
+        if "env_state_dict" in state_dict:
+            self.env.load_state_dict(state_dict["env_state_dict"])
+        self._frames = int(state_dict.get("frames", self._frames))
+        self._iter = int(state_dict.get("iter", self._iter))
+
+    def shutdown(self) -> None:
+        """Close the env; the collector cannot be used afterwards."""
+        if not self.closed and not self.env.is_closed:
+            self.env.close()
+        self.closed = True
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(env={self.env!r}, frames_per_batch={self.frames_per_batch}, "
+            f"total_frames={self.total_frames}, frames={self._frames})"
+        )
+
+
+Collector = SyncDataCollector
+
+
+def _make_env(create_env_fn, kwargs, owner: str) -> EnvBase:
+    if isinstance(create_env_fn, EnvBase):
+        if kwargs:
+            raise ValueError(f"{owner}: create_env_kwargs needs create_env_fn to be a callable")
+        env = create_env_fn
+    elif callable(create_env_fn):
+        env = create_env_fn(**(kwargs or {}))
+        if not isinstance(env, EnvBase):
+            raise TypeError(
+                f"{owner}: create_env_fn must return an EnvBase (e.g. GymEnv), got "
+                f"{type(env).__name__}"
+            )
+    else:
+        raise TypeError(
+            f"{owner}: create_env_fn must be an env or a callable returning one, got "
+            f"{create_env_fn!r}"
+        )
+    if env.is_closed:
+        raise ValueError(f"{owner}: the env is closed")
+    return env
+
+
+def _check_policy(policy, owner: str):
+    if policy is None:
+        return None
+    if isinstance(policy, nn.Module) and not isinstance(policy, TensorDictModuleBase):
+        raise TypeError(
+            f"{owner}: the policy is a {type(policy).__name__}, an nn.Module that does not "
+            "read TensorDicts. Wrap it, e.g. TensorDictModule(net, in_keys=['observation'], "
+            "out_keys=['action'])."
+        )
+    if not callable(policy):
+        raise TypeError(f"{owner}: policy must be callable (TensorDict -> TensorDict), got {policy!r}")
+    return policy
+
+
+def _merge_preset(next_td: TensorDictBase, preset: TensorDictBase) -> None:
+    """Keep the ``("next", ...)`` entries the policy wrote (e.g. recurrent states) that
+    the env's step result lacks."""
+    for key, value in preset.items():
+        if next_td.get(key, None) is None:
+            next_td.set(key, value)

@@ -1,0 +1,355 @@
+"""Checkpoints: atomic save and load of a checkpoint folder, RNG states and env states.
+
+A checkpoint is a folder (``Trainer.save(path)`` / ``Trainer.load(path)``)::
+
+    path/
+      state.pt     torch.save of the trainer's state (networks, optimizer, counters, hook
+                   states, RNG states, env states)
+      <name>/      what a hook with ``dumps(folder)`` wrote (e.g. the replay buffer)
+      meta.json    format, version, frames: written last, it marks the folder complete
+
+:func:`save_checkpoint` writes everything into ``path.tmp``, flushes it to disk, then swaps
+it into place (``path -> path.old``, ``path.tmp -> path``, remove ``path.old``) with Ctrl-C
+deferred during the swap: at every instant either the previous checkpoint or the new one
+is complete, and :func:`load_checkpoint` falls back to ``path.old`` if a crash hit between
+the two renames. Loading never writes.
+
+Env states make a resumed run continue exactly: torch generators (``PendulumEnv.rng``),
+gymnasium envs (pickled whole when they allow it, which classic-control and MuJoCo envs
+without an open renderer do: physics, time limit, ``np_random``; else only their
+``np_random`` state), transforms' ``state_dict`` (e.g. ``VecNorm``), ``SerialEnv`` copies
+one by one. ``ParallelEnv`` workers and gymnasium's async vector envs keep theirs in other
+processes: they are not saved (a warning says so) and such a run resumes, but not bit-exact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import random
+import shutil
+import signal
+import threading
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = [
+    "save_checkpoint",
+    "load_checkpoint",
+    "rng_state",
+    "set_rng_state",
+    "env_state",
+    "load_env_state",
+]
+
+FORMAT = "torchrl_lite.trainer"
+VERSION = 1
+_STATE_FILE = "state.pt"
+_META_FILE = "meta.json"
+
+
+# -- atomic folders -------------------------------------------------------------------
+def save_checkpoint(
+    path, state: dict, dumpers: dict[str, Callable] | None = None, meta: dict | None = None
+) -> Path:
+    """Write a checkpoint folder atomically: the old one stays complete until the swap.
+
+    Args:
+        path: the checkpoint folder (created, or replaced if it holds a checkpoint).
+        state: what ``torch.save`` writes to ``state.pt``.
+        dumpers: ``{name: fn}``; ``fn(folder)`` writes ``path/<name>`` (e.g.
+            ``replay_buffer.dumps``).
+        meta: extra JSON-serialisable entries for ``meta.json``.
+
+    Returns:
+        the checkpoint folder.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp()) / "ckpt"
+        >>> _ = save_checkpoint(folder, {"step": torch.tensor(3)})
+        >>> load_checkpoint(folder)[0]["step"]
+        tensor(3)
+    """
+    path = Path(path)
+    if path.exists() and not _is_checkpoint(path):
+        raise ValueError(
+            f"refusing to replace {path}: it exists and is not a checkpoint folder written "
+            f"by Trainer.save (no {_META_FILE} of format {FORMAT!r}). Choose another path."
+        )
+    tmp, old = _sibling(path, "tmp"), _sibling(path, "old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        _write_synced(tmp / _STATE_FILE, lambda f: torch.save(state, f))
+        for name, dump in (dumpers or {}).items():
+            dump(tmp / name)
+        info = {"format": FORMAT, "version": VERSION, **(meta or {})}
+        _write_synced(tmp / _META_FILE, lambda f: f.write(json.dumps(info, indent=1).encode()))
+        with _sigint_deferred():
+            if path.exists():
+                shutil.rmtree(old, ignore_errors=True)
+                os.rename(path, old)
+                os.rename(tmp, path)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def load_checkpoint(path) -> tuple[dict, Path]:
+    """Read a checkpoint folder written by :func:`save_checkpoint`; writes nothing.
+
+    Args:
+        path: the checkpoint folder.
+
+    Returns:
+        ``(state, folder)``: the ``state.pt`` contents and the folder actually read
+        (``path``, or ``path.old`` after a crash in the middle of a save).
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        ValueError: ``path`` is not a complete, readable checkpoint of this format.
+    """
+    path = Path(path)
+    folder = path
+    if not path.exists():
+        old = _sibling(path, "old")
+        if not _is_checkpoint(old):
+            raise FileNotFoundError(
+                f"no checkpoint at {path}: the path does not exist. Pass the folder that "
+                f"Trainer.save (or save_trainer_file) wrote."
+            )
+        warnings.warn(f"{path} is missing; loading the previous checkpoint {old}.")
+        folder = old
+    if not folder.is_dir():
+        raise ValueError(
+            f"{folder} is a file, not a checkpoint folder written by Trainer.save "
+            f"(a folder holding {_META_FILE} and {_STATE_FILE})."
+        )
+    meta = _read_meta(folder)
+    if meta is None:
+        raise ValueError(
+            f"corrupt or incomplete checkpoint at {folder}: {_META_FILE} is missing or is not "
+            f"valid JSON of format {FORMAT!r}."
+        )
+    if meta.get("version") != VERSION:
+        raise ValueError(
+            f"checkpoint at {folder} has format version {meta.get('version')!r}; this "
+            f"torchrl_lite reads version {VERSION}."
+        )
+    try:
+        # our own file: it holds TensorDicts and numpy RNG states, so not weights_only
+        state = torch.load(folder / _STATE_FILE, map_location="cpu", weights_only=False)
+    except Exception as err:  # any unpickling failure means the file is damaged
+        raise ValueError(
+            f"corrupt checkpoint at {folder}: cannot read {_STATE_FILE} "
+            f"({type(err).__name__}: {err})."
+        ) from err
+    if not isinstance(state, dict):
+        raise ValueError(f"corrupt checkpoint at {folder}: {_STATE_FILE} does not hold a dict.")
+    return state, folder
+
+
+def _sibling(path: Path, tag: str) -> Path:
+    return path.with_name(f"{path.name}.{tag}")
+
+
+def _read_meta(folder: Path) -> dict | None:
+    try:
+        meta = json.loads((folder / _META_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) and meta.get("format") == FORMAT else None
+
+
+def _is_checkpoint(path: Path) -> bool:
+    return path.is_dir() and _read_meta(path) is not None
+
+
+def _write_synced(file: Path, write: Callable) -> None:
+    with open(file, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    """Hold Ctrl-C (SIGINT) until the block ends, then raise KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda *args: received.append(args))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if not received or previous is signal.SIG_IGN:
+        return
+    if callable(previous):
+        previous(*received[0])  # the default handler raises KeyboardInterrupt
+    else:
+        raise KeyboardInterrupt
+
+
+# -- RNG states -----------------------------------------------------------------------
+def rng_state() -> dict:
+    """The global RNG states: torch (and CUDA when in use), numpy, python ``random``."""
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    """Restore the states returned by :func:`rng_state`."""
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# -- env states -----------------------------------------------------------------------
+def env_state(env) -> dict:
+    """What continuing ``env`` exactly needs: its generators and internal state.
+
+    Args:
+        env: a torchrl_lite env (transformed, batched, gymnasium or custom).
+
+    Example:
+        >>> from torchrl_lite.envs import PendulumEnv
+        >>> env = PendulumEnv(seed=0)
+        >>> state = env_state(env)
+        >>> first = env.reset()["th"]
+        >>> load_env_state(env, state)
+        >>> bool(env.reset()["th"] == first)
+        True
+    """
+    from torchrl_lite.envs import GymWrapper, ParallelEnv, SerialEnv, TransformedEnv
+
+    if isinstance(env, TransformedEnv):
+        return {
+            "kind": "transformed",
+            "base": env_state(env.base_env),
+            "transform": env.transform.state_dict(),
+        }
+    if isinstance(env, SerialEnv):
+        return {"kind": "serial", "envs": [env_state(e) for e in env._envs]}
+    if isinstance(env, ParallelEnv):
+        warnings.warn(
+            "ParallelEnv: the sub-envs' RNG and internal states live in worker processes and "
+            "are not saved; a resumed run continues, but not bit-exact.",
+            stacklevel=2,
+        )
+        return {"kind": "none"}
+    if isinstance(env, GymWrapper):
+        return {"kind": "gym", **_gym_state(env.env)}
+    generators = {k: v.get_state() for k, v in vars(env).items() if isinstance(v, torch.Generator)}
+    return {"kind": "generic", "generators": generators}
+
+
+def load_env_state(env, state: dict) -> None:
+    """Restore a state returned by :func:`env_state` into an env built the same way."""
+    kind = state.get("kind")
+    if kind == "transformed":
+        load_env_state(env.base_env, state["base"])
+        env.transform.load_state_dict(state["transform"])
+    elif kind == "serial":
+        if len(env._envs) != len(state["envs"]):
+            raise ValueError(
+                f"the checkpoint holds {len(state['envs'])} SerialEnv copies, this env has "
+                f"{len(env._envs)}; build the env as it was built when saved."
+            )
+        for sub, sub_state in zip(env._envs, state["envs"]):
+            load_env_state(sub, sub_state)
+    elif kind == "gym":
+        _load_gym_state(env.env, state)
+        env._last_obs = None
+    elif kind == "generic":
+        for name, gen_state in state["generators"].items():
+            generator = getattr(env, name, None)
+            if not isinstance(generator, torch.Generator):
+                raise ValueError(
+                    f"the checkpoint has a generator {name!r} that {type(env).__name__} lacks; "
+                    f"build the env as it was built when saved."
+                )
+            generator.set_state(gen_state)
+    elif kind != "none":
+        raise ValueError(f"unknown env state kind {kind!r} in the checkpoint.")
+
+
+def _gym_state(genv) -> dict:
+    with contextlib.suppress(Exception):
+        return {"pickle": pickle.dumps(genv)}
+    base = getattr(genv, "unwrapped", genv)
+    subs = getattr(base, "envs", None)
+    if subs is not None:  # a sync vector env: its env factories are closures
+        with contextlib.suppress(Exception):
+            return {
+                "vector": pickle.dumps(_picklable_attrs(base, skip=("envs", "env_fns"))),
+                "envs": [pickle.dumps(e) for e in subs],
+            }
+    rng = getattr(base, "np_random", None)
+    warnings.warn(
+        f"{type(base).__name__} cannot be pickled (an open renderer, or an async vector env): "
+        f"only its np_random state is saved, so a resumed run is not bit-exact.",
+        stacklevel=3,
+    )
+    if isinstance(rng, np.random.Generator):
+        return {"np_random": rng.bit_generator.state}
+    return {}
+
+
+def _load_gym_state(genv, state: dict) -> None:
+    if "pickle" in state:
+        _transplant(genv, pickle.loads(state["pickle"]))
+    elif "vector" in state:
+        base = getattr(genv, "unwrapped", genv)
+        if len(base.envs) != len(state["envs"]):
+            raise ValueError(
+                f"the checkpoint holds {len(state['envs'])} vectorised gymnasium envs, this "
+                f"env has {len(base.envs)}; build the env as it was built when saved."
+            )
+        for key, value in pickle.loads(state["vector"]).items():
+            setattr(base, key, value)
+        for sub, blob in zip(base.envs, state["envs"]):
+            _transplant(sub, pickle.loads(blob))
+    elif "np_random" in state:
+        genv.unwrapped.np_random.bit_generator.state = state["np_random"]
+
+
+def _picklable_attrs(obj, skip: tuple) -> dict:
+    out = {}
+    for key, value in vars(obj).items():
+        if key in skip:
+            continue
+        with contextlib.suppress(Exception):
+            pickle.dumps(value)
+            out[key] = value
+    return out
+
+
+def _transplant(obj, fresh) -> None:
+    """Give ``obj`` the whole state of ``fresh`` (same class), keeping ``obj``'s identity."""
+    if type(obj) is not type(fresh):
+        raise ValueError(
+            f"the checkpoint's gymnasium env is a {type(fresh).__name__}, this env is a "
+            f"{type(obj).__name__}; build the env as it was built when saved."
+        )
+    obj.__dict__.clear()
+    obj.__dict__.update(fresh.__dict__)
