@@ -133,11 +133,13 @@ class OffPolicyLoss(LossModule):
         """The entries ``network`` reads besides the action."""
         return [k for k in network.in_keys if k != self.tensor_keys.action]
 
-    def _network_in_keys(self, *networks) -> list:
-        """The root and ``"next"`` entries the networks read, then reward and done."""
+    def _network_in_keys(self, *networks, next_networks=None) -> list:
+        """The root entries ``networks`` read, the ``"next"`` entries ``next_networks``
+        (default: ``networks``) read besides the action, then reward and done."""
         keys = self.tensor_keys
+        next_networks = networks if next_networks is None else next_networks
         root = _unique(k for net in networks for k in net.in_keys)
-        nxt = [_next(k) for k in _unique(k for net in networks for k in self._obs_keys(net))]
+        nxt = [_next(k) for k in _unique(k for net in next_networks for k in self._obs_keys(net))]
         return _unique([*root, keys.action, *nxt, _next(keys.reward), _next(keys.done)])
 
     def _next_td(self, td: TensorDictBase) -> TensorDictBase:

@@ -162,9 +162,9 @@ class SACLoss(Temperature, OffPolicyLoss):
     @property
     def in_keys(self) -> list:
         nets = [self.actor_network, self.qvalue_network]
-        if self.value_network is not None:
-            nets.append(self.value_network)
-        return self._network_in_keys(*nets)
+        if self.value_network is None:
+            return self._network_in_keys(*nets)
+        return self._network_in_keys(*nets, self.value_network, next_networks=[self.value_network])
 
     @property
     def out_keys(self) -> list:

@@ -1,0 +1,100 @@
+"""Collector benchmarks: frames/s of SyncDataCollector and MultiSyncDataCollector.
+
+Pendulum-v1, a 3-64-64-1 Tanh MLP policy, ``frames_per_batch=1000``, ``BATCHES`` batches.
+The floor is a raw loop: a gymnasium step plus the same MLP on a torch tensor. Targets:
+``SyncDataCollector`` at least 50% of the raw loop's frames/s; ``MultiSyncDataCollector``
+with 2 workers at least 1.6x the single collector. Every ratio compares loops timed in
+this run. Run: ``python benchmarks/bench_collectors.py`` (``make bench`` runs them all).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import torch
+from tensordict.nn import TensorDictModule
+from torch import nn
+
+from _common import smoke, timeit, write_table
+from torchrl_lite.collectors import MultiSyncDataCollector, SyncDataCollector
+from torchrl_lite.envs import GymEnv
+
+torch.set_num_threads(1)
+FRAMES_PER_BATCH = 1000
+BATCHES = 5 if smoke() else 20
+REPEATS = 1 if smoke() else 3
+ENV_ID = "Pendulum-v1"
+
+
+def make_net() -> nn.Module:
+    """The 3-64-64-1 MLP with Tanh activations (and a Tanh output: actions in [-1, 1])."""
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Linear(3, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 1), nn.Tanh()
+    )
+
+
+def make_env() -> GymEnv:
+    return GymEnv(ENV_ID)
+
+
+def raw_loop(net: nn.Module, frames: int) -> None:
+    """The floor: gymnasium steps, actions from the MLP on a torch tensor."""
+    env = gym.make(ENV_ID)
+    obs, _ = env.reset(seed=0)
+    with torch.no_grad():
+        for _ in range(frames):
+            action = net(torch.as_tensor(obs)).numpy()
+            obs, _reward, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                obs, _ = env.reset()
+
+
+def run_batches(iterator, batches: int) -> None:
+    for _ in range(batches):
+        next(iterator)
+
+
+def main() -> None:
+    frames = FRAMES_PER_BATCH * BATCHES
+    net = make_net()
+    policy = TensorDictModule(net, in_keys=["observation"], out_keys=["action"])
+    raw = timeit(lambda: raw_loop(net, frames), repeats=REPEATS)
+
+    single = SyncDataCollector(make_env, policy, frames_per_batch=FRAMES_PER_BATCH)
+    it = iter(single)
+    sync = timeit(lambda: run_batches(it, BATCHES), repeats=REPEATS)
+    single.shutdown()
+
+    multi = MultiSyncDataCollector(
+        [make_env, make_env], policy, frames_per_batch=FRAMES_PER_BATCH
+    )
+    it = iter(multi)
+    two = timeit(lambda: run_batches(it, BATCHES), repeats=REPEATS)
+    multi.shutdown()
+
+    fps = {name: frames / t for name, t in (("raw", raw), ("sync", sync), ("multi", two))}
+    rows = [
+        ["raw loop (gymnasium + MLP)", fps["raw"], 1.0, "-"],
+        ["SyncDataCollector", fps["sync"], fps["sync"] / fps["raw"], ">= 0.5 of raw"],
+        [
+            "MultiSyncDataCollector, 2 workers",
+            fps["multi"],
+            fps["multi"] / fps["sync"],
+            ">= 1.6x SyncDataCollector",
+        ],
+    ]
+    write_table(
+        "collectors",
+        "Collectors: frames/s on Pendulum-v1 (3-64-64-1 Tanh MLP policy)",
+        ["case", "frames/s", "ratio", "target"],
+        rows,
+        notes=(
+            f"frames_per_batch={FRAMES_PER_BATCH}, {BATCHES} batches per run, median of "
+            f"{REPEATS} runs, 1 torch thread per process. The ratio is against the raw loop "
+            "(SyncDataCollector) and against SyncDataCollector (2 workers)."
+        ),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,636 @@
+"""Multiprocess collectors: one ``SyncDataCollector`` per worker process.
+
+How the processes talk (a pipe per worker carries short pickled messages; data never
+travels through it):
+
+* **Start.** Each worker gets a zero-argument env factory (forked, or cloudpickled with
+  ``"spawn"``), the policy, the shared weights and a version counter; it builds its env
+  and a plain ``SyncDataCollector`` and replies ``("started",)``.
+* **Weights.** ``TensorDict.from_module(policy)`` is copied once into shared memory.
+  ``update_policy_weights_()`` copies the new weights into it under a lock and bumps the
+  version counter; a worker whose version is behind copies them into its own policy
+  before its next batch. Nothing is pickled.
+* **Batches.** A worker copies each batch into a shared-memory TensorDict, allocated when
+  its layout (keys, shapes, dtypes) first appears or changes and then sent once over the
+  pipe (torch passes shared storage as file descriptors); ``("batch", frames, None)``
+  says a batch is ready. The entry ``("collector", "worker_id")`` says which worker
+  collected each frame; trajectory ids are ``local_id * num_workers + worker_id``, so they
+  stay unique.
+* **Sync** (``MultiSyncDataCollector``): each iteration sends ``("collect", random)`` to
+  every worker, waits for all, and stacks (or concatenates) the shared buffers into a new
+  TensorDict. Workers idle while the training step runs, so every batch uses the latest
+  weights.
+* **Async** (``MultiaSyncDataCollector``): workers collect continuously; a worker collects
+  its next batch while the parent reads the last one, and writes its shared buffer again
+  only after the parent's ``("ack", random)`` says it was copied.
+* **Faults.** A worker's exception comes back as ``("error", info)`` and is raised in the
+  parent with the worker's traceback; a dead worker is noticed within ``_POLL_S``; either
+  way every worker is shut down. Workers ignore SIGINT and exit when their parent dies;
+  ``shutdown()`` (also run when the collector is garbage-collected or at exit) joins them.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import weakref
+
+import torch
+from tensordict import TensorDictBase
+
+from torchrl_lite._mp import (
+    CloudPickled,
+    death_message,
+    error_info,
+    parent_alive,
+    remote_error,
+    start_method,
+    stop_processes,
+)
+from torchrl_lite.collectors.collectors import (
+    DataCollectorBase,
+    SyncDataCollector,
+    _check_int,
+    _check_policy,
+    copy_weights,
+    policy_weights,
+)
+from torchrl_lite.envs.common import EnvBase
+from torchrl_lite.envs.utils import ExplorationType
+
+__all__ = [
+    "MultiSyncDataCollector",
+    "MultiaSyncDataCollector",
+    "MultiSyncCollector",
+    "MultiAsyncCollector",
+]
+
+_POLL_S = 0.2  # how often a parent waiting on workers checks that they are alive
+_IDLE_S = 1.0  # how often an idle worker checks that its parent is alive
+_JOIN_S = 3.0  # how long shutdown() waits for workers before terminating them
+WORKER_ID = ("collector", "worker_id")
+_CLOSE = ("close",)
+
+
+# -- the worker process ------------------------------------------------------------------
+class _Worker:
+    """The loop of one worker process around its ``SyncDataCollector``."""
+
+    def __init__(self, conn, index, collector, weights, version, parent_pid):
+        self.conn, self.index, self.collector = conn, index, collector
+        self.weights, self.version, self.parent_pid = weights, version, parent_pid
+        self.local = policy_weights(collector.policy) if weights is not None else None
+        self.seen = -1  # weights version loaded into the local policy
+        self.buffer, self.signature = None, None
+
+    def recv(self, block: bool):
+        """The next message from the parent (None if none and not ``block``)."""
+        while True:
+            if not parent_alive(self.parent_pid):
+                raise EOFError("the parent process is gone")
+            if self.conn.poll(_IDLE_S if block else 0):
+                return self.conn.recv()
+            if not block:
+                return None
+
+    def collect(self, random: bool) -> TensorDictBase:
+        if self.local is not None and self.version.value != self.seen:
+            with self.version.get_lock():
+                self.local.update_(self.weights)
+                self.seen = self.version.value
+        return self.collector._collect_batch(random)
+
+    def publish(self, batch: TensorDictBase) -> None:
+        """Copy ``batch`` into the shared buffer (a new one if its layout changed)."""
+        signature = tuple((k, v.shape, v.dtype) for k, v in batch.items(True, True))
+        new = None
+        if signature != self.signature:
+            buf = batch.to("cpu") if batch.device != torch.device("cpu") else batch.clone()
+            ids = torch.full(batch.batch_size, self.index, dtype=torch.int64)
+            buf.set(WORKER_ID, ids)
+            self.buffer = new = buf.share_memory_()
+            self.signature = signature
+        else:
+            self.buffer.update_(batch)
+        self.conn.send(("batch", batch.numel(), new))
+
+    def control(self, message) -> bool:
+        """Answer a control message; False for ``close``."""
+        kind = message[0]
+        if kind == "close":
+            return False
+        if kind == "seed":
+            _, seed, static = message
+            torch.manual_seed(seed)
+            self.conn.send(("seed", self.collector.set_seed(seed, static_seed=static)))
+        elif kind == "state_dict":
+            state = self.collector.state_dict()
+            self.conn.send(("state_dict", {k: state[k] for k in state if k == "env_state_dict"}))
+        elif kind == "load_state_dict":
+            self.collector.load_state_dict(message[1])
+            self.conn.send(("loaded", None))
+        else:
+            raise ValueError(f"unknown message {message!r}")
+        return True
+
+    def serve_sync(self) -> None:
+        while True:
+            message = self.recv(block=True)
+            if message[0] == "collect":
+                self.publish(self.collect(message[1]))
+            elif not self.control(message):
+                return
+
+    def serve_async(self) -> None:
+        running, free, random, ready = False, True, False, None
+        while True:
+            message = self.recv(block=not running or (ready is not None and not free))
+            if message is not None:
+                if message[0] == "run":
+                    running, random = True, message[1]
+                elif message[0] == "ack":
+                    free, random = True, message[1]
+                elif not self.control(message):
+                    return
+                continue
+            if ready is None:
+                ready = self.collect(random)
+            if free:
+                self.publish(ready)
+                ready, free = None, False
+
+
+def _worker_main(conn, index, setup: dict, parent_pid: int, inherited: list) -> None:
+    """Entry point of a worker process (see the module docstring for the protocol)."""
+    for other in inherited:  # parent ends of earlier workers' pipes, inherited by fork
+        other.close()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(setup["num_threads"])
+    torch.manual_seed(setup["torch_seed"])
+    collector = None
+    try:
+        try:
+            factory, policy = setup["factory"], setup["policy"]
+            factory = factory.load() if isinstance(factory, CloudPickled) else factory
+            policy = policy.load() if isinstance(policy, CloudPickled) else policy
+            collector = SyncDataCollector(factory(), policy, **setup["collector_kwargs"])
+            collector._traj_stride, collector._traj_offset = setup["num_workers"], index
+            worker = _Worker(
+                conn, index, collector, setup["weights"], setup["version"], parent_pid
+            )
+            conn.send(("started", None))
+            if setup["mode"] == "sync":
+                worker.serve_sync()
+            else:
+                worker.serve_async()
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            return  # the parent is gone
+        except Exception as err:
+            conn.send(("error", error_info(err)))
+    except (OSError, EOFError):
+        return
+    finally:
+        if collector is not None:
+            try:
+                collector.shutdown()
+            except Exception:
+                pass
+
+
+# -- argument checks -----------------------------------------------------------------
+def _factories(owner: str, create_env_fn, num_workers, create_env_kwargs) -> list:
+    """One zero-argument env factory per worker."""
+    fns = list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else None
+    if fns is None:
+        if num_workers is None:
+            raise ValueError(
+                f"{owner}: pass a list of env constructors, or one constructor and num_workers."
+            )
+        fns = [create_env_fn] * _check_int("num_workers", num_workers, 1, owner)
+    elif num_workers is not None and num_workers != len(fns):
+        raise ValueError(
+            f"{owner}: num_workers={num_workers} but create_env_fn lists {len(fns)} constructors."
+        )
+    if not fns:
+        raise ValueError(f"{owner}: create_env_fn is an empty list; give at least one constructor.")
+    for fn in fns:
+        if isinstance(fn, EnvBase) or not callable(fn):
+            hint = " Pass a factory, e.g. `lambda: GymEnv(...)`, not a live env." * isinstance(
+                fn, EnvBase
+            )
+            raise TypeError(
+                f"{owner}: create_env_fn must hold zero-argument callables returning envs, got "
+                f"{fn!r} ({type(fn).__name__}).{hint}"
+            )
+    kwargs = _per_worker(owner, "create_env_kwargs", create_env_kwargs, len(fns))
+    return [functools.partial(fn, **kw) if kw else fn for fn, kw in zip(fns, kwargs)]
+
+
+def _per_worker(owner: str, name: str, value, n: int) -> list:
+    """``value`` for each of ``n`` workers: a list of ``n`` values, or one for all."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"{owner}: {name} lists {len(value)} values for {n} workers.")
+        return list(value)
+    return [value] * n
+
+
+class _MultiDataCollector(DataCollectorBase):
+    """Worker processes, weights, faults and shutdown shared by the sync and async modes."""
+
+    _mode = "sync"
+
+    def __init__(
+        self,
+        create_env_fn,
+        policy=None,
+        *,
+        num_workers: int | None = None,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        device=None,
+        devices=None,
+        storing_device=None,
+        policy_device=None,
+        env_device=None,
+        create_env_kwargs=None,
+        max_frames_per_traj: int | None = None,
+        init_random_frames: int | None = None,
+        reset_at_each_iter: bool = False,
+        postproc=None,
+        split_trajs: bool = False,
+        exploration_type=ExplorationType.RANDOM,
+        reset_when_done: bool = True,
+        replay_buffer=None,
+        num_sub_threads: int = 1,
+        mp_start_method: str | None = None,
+    ):
+        owner = type(self).__name__
+        self._procs, self._conns, self._finalizer = [], [], None
+        self.closed = True
+        factories = _factories(owner, create_env_fn, num_workers, create_env_kwargs)
+        self.num_workers = n = len(factories)
+        self._backlog = {w: [] for w in range(n)}  # messages read while waiting for others
+        self._init_common(
+            frames_per_batch, total_frames, init_random_frames, split_trajs, postproc, replay_buffer
+        )
+        self.closed = True  # until the workers are up
+        if devices is not None and device is not None:
+            raise ValueError(f"{owner}: pass device or devices (the same thing), not both.")
+        device = devices if device is None else device
+        per_batch = self._frames_per_worker(frames_per_batch, n)
+        _check_int("num_sub_threads", num_sub_threads, 1, owner)
+        self.policy = _check_policy(policy, owner)
+        weights = policy_weights(self.policy)
+        if weights is not None:
+            weights = weights.apply(lambda t: t.detach().to("cpu", copy=True)).share_memory_()
+        self._weights = weights
+        self.mp_start_method = start_method(mp_start_method, owner)
+        ctx = multiprocessing.get_context(self.mp_start_method)
+        self._version = ctx.Value("q", 0)
+        options = {
+            name: _per_worker(owner, name, value, n)
+            for name, value in (
+                ("device", device),
+                ("storing_device", storing_device),
+                ("policy_device", policy_device),
+                ("env_device", env_device),
+            )
+        }
+        forked = self.mp_start_method == "fork"
+        shipped_policy = policy if forked or policy is None else CloudPickled(policy)
+        base_seed = torch.initial_seed()
+        try:
+            for w, factory in enumerate(factories):
+                setup = {
+                    "factory": factory if forked else CloudPickled(factory),
+                    "policy": shipped_policy,
+                    "weights": weights,
+                    "version": self._version,
+                    "mode": self._mode,
+                    "num_workers": n,
+                    "num_threads": num_sub_threads,
+                    "torch_seed": (base_seed + 7919 * (w + 1)) % 2**63,
+                    "collector_kwargs": {
+                        "frames_per_batch": per_batch,
+                        "max_frames_per_traj": max_frames_per_traj,
+                        "reset_at_each_iter": reset_at_each_iter,
+                        "exploration_type": exploration_type,
+                        "reset_when_done": reset_when_done,
+                        **{name: values[w] for name, values in options.items()},
+                    },
+                }
+                self._start_worker(ctx, w, setup, forked)
+            self.closed = False
+            self._wait(range(n), "start", "started")
+        except BaseException:
+            self._shutdown(grace=1.0)
+            self.closed = True
+            raise
+        self._buffers: list = [None] * n
+
+    def _frames_per_worker(self, frames_per_batch: int, n: int) -> int:
+        if frames_per_batch % n:
+            raise ValueError(
+                f"{type(self).__name__}: frames_per_batch={frames_per_batch} is not divisible by "
+                f"num_workers={n}; each worker collects frames_per_batch / num_workers frames "
+                f"per batch. Use a multiple of {n}."
+            )
+        return frames_per_batch // n
+
+    def _start_worker(self, ctx, w: int, setup: dict, forked: bool) -> None:
+        parent_conn, child_conn = ctx.Pipe(duplex=True)
+        inherited = list(self._conns) if forked else []
+        proc = ctx.Process(
+            target=_worker_main,
+            args=(child_conn, w, setup, os.getpid(), inherited),
+            name=f"{type(self).__name__}-worker-{w}",
+            daemon=True,
+        )
+        proc.start()
+        child_conn.close()
+        self._procs.append(proc)
+        self._conns.append(parent_conn)
+        if self._finalizer is None:  # stops the workers if the collector is dropped / at exit
+            self._finalizer = weakref.finalize(
+                self, stop_processes, self._procs, self._conns, _CLOSE, _JOIN_S
+            )
+
+    # -- talking to workers ----------------------------------------------------------------
+    def _where(self, w: int) -> str:
+        return f"{type(self).__name__} worker {w} (pid {self._procs[w].pid})"
+
+    def _send(self, w: int, message, what: str) -> None:
+        try:
+            self._conns[w].send(message)
+        except (OSError, ValueError):
+            self._fail(RuntimeError(death_message(self._procs[w], self._where(w), what)))
+
+    def _read(self, w: int, what: str):
+        try:
+            message = self._conns[w].recv()
+        except (EOFError, OSError):
+            self._fail(RuntimeError(death_message(self._procs[w], self._where(w), what)))
+        if message[0] == "error":
+            self._fail(remote_error(message[1], self._where(w), what))
+        return message
+
+    def _wait(self, workers, what: str, kind: str, any_one: bool = False) -> dict:
+        """Wait for a ``kind`` message from each of ``workers`` (from one, with ``any_one``);
+        ``"batch"`` messages that come meanwhile are kept for later. Raises (after shutting
+        every worker down) if a worker fails or dies."""
+        self._check_open()
+        pending, replies = list(workers), {}
+        try:
+            while pending and not (any_one and replies):
+                conns = [self._conns[w] for w in pending]
+                ready = multiprocessing.connection.wait(conns, timeout=_POLL_S)
+                if not ready:
+                    for w in pending:
+                        if not self._procs[w].is_alive():
+                            message = death_message(self._procs[w], self._where(w), what)
+                            self._fail(RuntimeError(message))
+                for conn in ready:
+                    if any_one and replies:
+                        break  # leave the other messages in their pipes
+                    w = pending[conns.index(conn)]
+                    message = self._read(w, what)
+                    if message[0] != kind:
+                        self._backlog[w].append(message)
+                        continue
+                    replies[w] = message
+                    pending.remove(w)
+        except KeyboardInterrupt:
+            self._failure = f"interrupted while waiting for the workers ({what})"
+            self.shutdown()
+            raise
+        return replies
+
+    def _fail(self, error: Exception):
+        """Shut every worker down, mark the collector closed and raise ``error``."""
+        self._failure = str(error).split("\n", 1)[0]
+        self._shutdown(grace=1.0)
+        self.closed = True
+        raise error
+
+    def _store(self, w: int, message) -> TensorDictBase:
+        """The shared buffer of worker ``w`` after its ``("batch", frames, new)`` message."""
+        if message[2] is not None:
+            self._buffers[w] = message[2]
+        return self._buffers[w]
+
+    # -- weights, seeds, state ---------------------------------------------------------------
+    def update_policy_weights_(self, weights=None) -> None:
+        """Make every worker use new policy weights from its next batch on.
+
+        Args:
+            weights: a TensorDict (``TensorDict.from_module(policy)``), a ``state_dict`` or
+                a module of the policy's architecture; ``None`` reads the policy given at
+                construction (after your optimizer step changed it).
+        """
+        self._check_open()
+        owner = type(self).__name__
+        if self._weights is None:
+            if weights is not None:
+                raise ValueError(f"{owner}: the policy ({self.policy!r}) has no weights to update.")
+            return
+        source = policy_weights(self.policy) if weights is None else weights
+        lock = self._version.get_lock()
+        while not lock.acquire(timeout=_POLL_S):
+            dead = [w for w, p in enumerate(self._procs) if not p.is_alive()]
+            if dead:  # a worker died holding the lock
+                message = death_message(self._procs[dead[0]], self._where(dead[0]), "a weight update")
+                self._fail(RuntimeError(message))
+        try:
+            copy_weights(self._weights, source, owner)
+            self._version.value += 1
+        finally:
+            lock.release()
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed worker 0's env with ``seed``, worker 1's with the seed that returned, and so
+        on (each worker's torch RNG too); return the next unused seed."""
+        self._check_open()
+        for w in range(self.num_workers):
+            self._send(w, ("seed", seed, static_seed), "set_seed")
+            seed = self._wait([w], "set_seed", "seed")[w][1]
+        return seed
+
+    def state_dict(self) -> dict:
+        """The policy's state, the frame counters and each worker's env state."""
+        self._check_open()
+        out = {"frames": self._frames, "iter": self._iter}
+        if isinstance(self.policy, torch.nn.Module):
+            out["policy_state_dict"] = self.policy.state_dict()
+        for w in range(self.num_workers):
+            self._send(w, ("state_dict",), "state_dict")
+            out[f"worker{w}"] = self._wait([w], "state_dict", "state_dict")[w][1]
+        return out
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what ``state_dict()`` returned (the workers get the policy's weights)."""
+        self._check_open()
+        if "policy_state_dict" in state_dict:
+            self.policy.load_state_dict(state_dict["policy_state_dict"])
+            self.update_policy_weights_()
+        for w in range(self.num_workers):
+            if f"worker{w}" in state_dict:
+                self._send(w, ("load_state_dict", state_dict[f"worker{w}"]), "load_state_dict")
+                self._wait([w], "load_state_dict", "loaded")
+        self._frames = int(state_dict.get("frames", self._frames))
+        self._iter = int(state_dict.get("iter", self._iter))
+
+    # -- life cycle ------------------------------------------------------------------------
+    @property
+    def worker_pids(self) -> list[int]:
+        """The process ids of the workers."""
+        return [p.pid for p in self._procs]
+
+    def _shutdown(self, grace: float = _JOIN_S) -> None:
+        # detach() returns None once the finalizer ran: the workers are stopped once
+        if self._finalizer is not None and self._finalizer.detach() is not None:
+            stop_processes(self._procs, self._conns, _CLOSE, grace)
+
+    def shutdown(self) -> None:
+        """Stop and join every worker; the collector cannot be used afterwards."""
+        self._shutdown()
+        self.closed = True
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_workers={self.num_workers}, "
+            f"frames_per_batch={self.frames_per_batch}, total_frames={self.total_frames}, "
+            f"frames={self._frames})"
+        )
+
+
+
+class MultiSyncDataCollector(_MultiDataCollector):
+    """Collect with one ``SyncDataCollector`` per worker process; each batch holds one
+    batch from every worker, collected with the latest policy weights.
+
+    Each worker collects ``frames_per_batch / num_workers`` frames per iteration; the
+    results are stacked (``cat_results="stack"``: ``[num_workers, *env_batch, T]``) or
+    concatenated along a dim. Batches carry ``("collector", "worker_id")``; trajectory ids
+    are unique across workers. Call ``update_policy_weights_()`` after each optimizer
+    step: the weights go to the workers through shared memory.
+
+    Args:
+        create_env_fn: a list of zero-argument env constructors (one worker each), or one
+            constructor with ``num_workers``. Never a live env.
+        policy: as for ``SyncDataCollector`` (each worker runs its own copy).
+        num_workers: the number of workers when ``create_env_fn`` is one constructor.
+        frames_per_batch: frames per yielded batch (all workers together).
+        total_frames: frames to collect in all; ``-1`` for endless collection.
+        device: the workers' device (one, or a list with one per worker).
+        devices: the same as ``device`` (the spelling of the seed's examples).
+        storing_device, policy_device, env_device: per worker, as for
+            ``SyncDataCollector`` (one value or a list). Batches reach this process
+            through shared CPU memory.
+        create_env_kwargs: keyword arguments for the constructors (a dict, or one per worker).
+        max_frames_per_traj, init_random_frames, reset_at_each_iter, postproc, split_trajs,
+            exploration_type, reset_when_done, replay_buffer: as for ``SyncDataCollector``
+            (``postproc``, ``split_trajs`` and ``replay_buffer`` apply in this process).
+        num_sub_threads: torch threads in each worker.
+        mp_start_method: ``"fork"`` (default where available and CUDA is not initialised:
+            fast start-up), ``"spawn"`` or ``"forkserver"``.
+        cat_results: ``"stack"`` (default) or the dim along which to concatenate the
+            workers' batches (``-1``: time).
+
+    Example:
+        >>> from torchrl_lite.envs import GymEnv
+        >>> make = lambda: GymEnv("Pendulum-v1")
+        >>> collector = MultiSyncDataCollector([make, make], None, frames_per_batch=100,
+        ...     total_frames=200)
+        >>> [data.batch_size for data in collector]
+        [torch.Size([2, 50]), torch.Size([2, 50])]
+        >>> collector.shutdown()
+    """
+
+    _mode = "sync"
+
+    def __init__(self, create_env_fn, policy=None, *, cat_results="stack", **kwargs):
+        if cat_results != "stack" and (
+            isinstance(cat_results, bool) or not isinstance(cat_results, int)
+        ):
+            raise ValueError(
+                f"MultiSyncDataCollector: cat_results must be 'stack' or a dim (int), got "
+                f"{cat_results!r}"
+            )
+        self.cat_results = cat_results
+        super().__init__(create_env_fn, policy, **kwargs)
+
+    def _collect_batch(self, random: bool) -> TensorDictBase:
+        self._check_open()
+        workers = range(self.num_workers)
+        for w in workers:
+            self._send(w, ("collect", random), "collect")
+        replies = self._wait(workers, "collect", "batch")
+        buffers = [self._store(w, replies[w]) for w in workers]
+        if self.cat_results == "stack":
+            return torch.stack(buffers, 0)
+        return torch.cat(buffers, self.cat_results)
+
+
+class MultiaSyncDataCollector(_MultiDataCollector):
+    """Collect with one ``SyncDataCollector`` per worker process, yielding each worker's
+    batch as soon as it is ready; workers keep collecting while you train.
+
+    Every batch comes from one worker (``frames_per_batch`` frames, ``[*env_batch, T]``)
+    and says which in ``("collector", "worker_id")``. A worker starts using new weights
+    (``update_policy_weights_()``) at its next batch, so a batch in flight may still use
+    the previous ones.
+
+    Args:
+        create_env_fn, policy, num_workers, total_frames, device, devices, storing_device,
+            policy_device, env_device, create_env_kwargs, max_frames_per_traj,
+            init_random_frames, reset_at_each_iter, postproc, split_trajs,
+            exploration_type, reset_when_done, replay_buffer, num_sub_threads,
+            mp_start_method: as for ``MultiSyncDataCollector``.
+        frames_per_batch: frames per yielded batch (each worker collects that many).
+
+    Example:
+        >>> from torchrl_lite.envs import GymEnv
+        >>> make = lambda: GymEnv("Pendulum-v1")
+        >>> collector = MultiaSyncDataCollector([make, make], None, frames_per_batch=50,
+        ...     total_frames=200)
+        >>> sum(data.numel() for data in collector)
+        200
+        >>> collector.shutdown()
+    """
+
+    _mode = "async"
+
+    def __init__(self, create_env_fn, policy=None, **kwargs):
+        self._running = False
+        self._next_worker = 0
+        super().__init__(create_env_fn, policy, **kwargs)
+
+    def _frames_per_worker(self, frames_per_batch: int, n: int) -> int:
+        return frames_per_batch
+
+    def _collect_batch(self, random: bool) -> TensorDictBase:
+        self._check_open()
+        if not self._running:
+            for w in range(self.num_workers):
+                self._send(w, ("run", random), "collect")
+            self._running = True
+        n = self.num_workers
+        order = [(self._next_worker + i) % n for i in range(n)]  # fair among ready workers
+        w = next((w for w in order if self._backlog[w]), None)
+        if w is not None:
+            message = self._backlog[w].pop(0)
+        else:
+            w, message = next(iter(self._wait(order, "collect", "batch", any_one=True).items()))
+        self._next_worker = (w + 1) % n
+        out = self._store(w, message).clone()
+        still_random = self._frames + out.numel() < self.init_random_frames
+        self._send(w, ("ack", still_random), "collect")
+        return out
+
+
+MultiSyncCollector = MultiSyncDataCollector
+MultiAsyncCollector = MultiaSyncDataCollector

@@ -1,0 +1,163 @@
+"""Implicit Q-learning for offline RL: ``IQLLoss``.
+
+Paper: Kostrikov et al. 2021, "Offline Reinforcement Learning with Implicit Q-Learning",
+https://arxiv.org/abs/2110.06169.
+
+Shapes: a batch ``[*B]``; Q-values of the ``N`` Q-networks ``[N, *B]``; state values,
+advantages and log-probabilities ``[*B]``; targets ``[*B, 1]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from torchrl_lite import _keys as K
+from torchrl_lite.objectives._off_policy import OffPolicyLoss
+from torchrl_lite.objectives.utils import check_distance, log_prob_of
+
+__all__ = ["IQLLoss"]
+
+
+@dataclass
+class _IQLKeys:
+    """Keys of ``IQLLoss``; change them with ``loss.set_keys(...)``.
+
+    ``action`` is read from the batch (the dataset's action) and is the key the Q-network
+    reads; ``value`` is what the value network writes; ``reward``, ``done`` and
+    ``terminated`` are read under ``"next"``; ``priority`` is written into the batch.
+    """
+
+    action: str | tuple = K.ACTION
+    value: str | tuple = K.STATE_VALUE
+    state_action_value: str | tuple = "state_action_value"
+    priority: str | tuple = "td_error"
+    reward: str | tuple = K.REWARD
+    done: str | tuple = K.DONE
+    terminated: str | tuple = K.TERMINATED
+
+
+class IQLLoss(OffPolicyLoss):
+    """IQL: expectile regression of V on Q, TD learning of Q on V, advantage-weighted actor.
+
+    With ``Q'`` the target Q-networks and ``u = min_i Q'_i(s, a_data) - V(s)``:
+
+    - ``loss_value = mean(|expectile - 1(u < 0)| * u^2)`` (``Q'`` carries no gradient);
+    - ``loss_qvalue = sum_i mean(d(Q_i(s, a_data), y))`` with
+      ``y = r + gamma * (1 - terminated) * V(s')`` (``V(s')`` without gradient);
+    - ``loss_actor = -mean(min(exp(temperature * u), 100) * log pi(a_data|s))`` (``u``
+      detached): advantage-weighted regression onto the dataset's actions.
+
+    Also returns the detached ``td_error`` and ``advantage`` means; writes the per-sample
+    TD error into the batch at ``"td_error"``. Paper: https://arxiv.org/abs/2110.06169.
+
+    Args:
+        actor_network: a probabilistic actor (``get_dist``).
+        qvalue_network: a TensorDict module reading the observation and ``"action"`` and
+            writing ``"state_action_value"`` ``[*B, 1]``; copied ``num_qvalue_nets`` times.
+        value_network: a TensorDict module writing ``"state_value"`` ``[*B, 1]``.
+        num_qvalue_nets: the number of Q-networks.
+        loss_function: ``"l2"``, ``"l1"`` or ``"smooth_l1"``, the distance ``d`` of the
+            Q-loss.
+        temperature: the inverse temperature ``beta`` of the actor's advantage weights.
+        expectile: ``tau`` in (0, 1) of the value loss (0.5 is a mean regression).
+        delay_qvalue: use target copies of the Q-networks in the value and actor losses.
+        gamma: the discount (else 0.99; see ``make_value_estimator``).
+
+    Example:
+        >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
+        >>> from torchrl_lite.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
+        >>> actor = ProbabilisticActor(TensorDictModule(nn.Sequential(MLP(3, 4, depth=1),
+        ...     NormalParamExtractor()), ["observation"], ["loc", "scale"]),
+        ...     in_keys=["loc", "scale"], distribution_class=TanhNormal)
+        >>> qvalue = ValueOperator(MLP(5, 1, depth=1), in_keys=["observation", "action"])
+        >>> value = ValueOperator(MLP(3, 1, depth=1), in_keys=["observation"])
+        >>> loss_module = IQLLoss(actor, qvalue, value, gamma=0.99)
+        >>> batch = TensorDict(observation=torch.randn(8, 3), action=torch.rand(8, 2) - 0.5,
+        ...     next=TensorDict(observation=torch.randn(8, 3), reward=torch.randn(8, 1),
+        ...         done=torch.zeros(8, 1, dtype=torch.bool), batch_size=[8]), batch_size=[8])
+        >>> sorted(k for k in loss_module(batch).keys() if k.startswith("loss_"))
+        ['loss_actor', 'loss_qvalue', 'loss_value']
+    """
+
+    _AcceptedKeys = _IQLKeys
+
+    def __init__(
+        self,
+        actor_network,
+        qvalue_network,
+        value_network,
+        *,
+        num_qvalue_nets: int = 2,
+        loss_function: str = "l2",
+        temperature: float = 3.0,
+        expectile: float = 0.7,
+        delay_qvalue: bool = True,
+        gamma: float | None = None,
+    ):
+        super().__init__()
+        name = type(self).__name__
+        if not hasattr(actor_network, "get_dist"):
+            raise TypeError(
+                f"{name}: actor_network must be a probabilistic actor with get_dist() (e.g. "
+                f"ProbabilisticActor), got {type(actor_network).__name__}."
+            )
+        self._check_network(qvalue_network, "qvalue_network", "ValueOperator(net, in_keys=['observation', 'action'])")
+        self._check_network(value_network, "value_network", "ValueOperator(net)")
+        if int(num_qvalue_nets) < 1:
+            raise ValueError(f"{name}: num_qvalue_nets must be >= 1, got {num_qvalue_nets}.")
+        if not 0.0 < expectile < 1.0:
+            raise ValueError(f"{name}: expectile must lie in (0, 1), got {expectile}.")
+        if not temperature >= 0:
+            raise ValueError(f"{name}: temperature must be >= 0, got {temperature}.")
+        self.loss_function = check_distance(loss_function, name)
+        self.num_qvalue_nets = int(num_qvalue_nets)
+        self.temperature, self.expectile = float(temperature), float(expectile)
+        self.delay_qvalue = bool(delay_qvalue)
+        self.register_network("actor_network", actor_network)
+        self.register_network(
+            "qvalue_network", qvalue_network, create_target=self.delay_qvalue, num_copies=self.num_qvalue_nets
+        )
+        self.register_network("value_network", value_network)
+        if gamma is not None:
+            self._value_kwargs["gamma"] = gamma
+
+    @property
+    def in_keys(self) -> list:
+        nets = (self.actor_network, self.qvalue_network, self.value_network)
+        return self._network_in_keys(*nets, next_networks=[self.value_network])
+
+    @property
+    def out_keys(self) -> list:
+        return ["loss_actor", "loss_qvalue", "loss_value", "td_error", "advantage"]
+
+    def _state_value(self, td: TensorDictBase) -> torch.Tensor:
+        """``[*B]`` V of the states of ``td``."""
+        net = self.value_network
+        return self._read(net(td.select(*net.in_keys)), "value", "the value network")
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDict:
+        """The IQL losses on a batch ``[*B]`` (see the class docstring)."""
+        td = tensordict
+        out: dict[str, torch.Tensor] = {}
+        with torch.no_grad():
+            q_target = self._qvalues(td, target=True).min(0).values  # [*B]
+        value = self._state_value(td)  # [*B]
+        diff = q_target - value
+        weight = (self.expectile - (diff < 0).to(diff.dtype)).abs()
+        out["loss_value"] = (weight * diff.pow(2)).mean()
+        # actor: advantage-weighted log-likelihood of the dataset's actions
+        advantage = diff.detach()
+        exp_a = torch.exp(self.temperature * advantage).clamp(max=100.0)
+        dist = self._policy_dist(td)
+        log_prob = log_prob_of(dist, self._get(td, "action"), td.batch_dims)  # [*B]
+        out["loss_actor"] = -(exp_a * log_prob).mean()
+        # critic: one-step TD onto V(s')
+        with torch.no_grad():
+            next_value = self._state_value(self._next_td(td))  # [*B]
+        target = self._bootstrap(td, next_value)  # [*B, 1]
+        self._td_terms(td, self._qvalues(td), target, out, "loss_qvalue")
+        out["advantage"] = advantage.mean()
+        return TensorDict(out, batch_size=[])

@@ -1,0 +1,418 @@
+"""Ready-made trainer hooks: optimizer, replay buffer, minibatches, logging, evaluation.
+
+The hook contract
+-----------------
+A hook is a callable registered at one of the trainer's destinations with
+``trainer.register_op(dest, op, **kwargs)`` (see :class:`~torchrl_lite.trainers.Trainer`
+for what each destination receives and returns). A hook *object* subclasses
+:class:`TrainerHookBase`:
+
+* ``register(trainer, name=...)`` registers its ops and itself
+  (``trainer.register_module(name, self)``), so that its state is checkpointed;
+* ``state_dict()`` / ``load_state_dict(state)`` carry what a resumed run needs;
+* optionally ``dumps(folder)`` / ``loads(folder)`` for large state saved as files
+  (the replay buffer) instead of inside ``state.pt``.
+
+Log hooks (``pre_steps_log``, ``post_steps_log``, ``post_optim_log``) return
+``{name: value, "log_pbar": bool}`` or None. Leave values as tensors: the trainer reads
+them with one host sync per log interval, never per step.
+
+Wiring, PPO-style (on-policy)::
+
+    ShuffledMiniBatches(64, advantage_module=GAE(...)).register(trainer)  # epochs of minibatches
+
+Wiring, SAC/DQN-style (off-policy)::
+
+    ReplayBufferTrainer(buffer, batch_size=256).register(trainer)
+    trainer.register_op("post_optim", SoftUpdate(loss, tau=0.005).step)
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+
+from torchrl_lite import _keys as K
+from torchrl_lite._utils import missing_key_message
+from torchrl_lite.data.replay_buffers import PrioritizedSampler
+from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
+from torchrl_lite.trainers.checkpoint import env_state, load_env_state
+
+__all__ = [
+    "TrainerHookBase",
+    "OptimizerHook",
+    "ReplayBufferTrainer",
+    "BatchSubSampler",
+    "ShuffledMiniBatches",
+    "ComputeAdvantage",
+    "LogScalar",
+    "LogReward",
+    "CountFramesLog",
+    "RewardNormalizer",
+    "UpdateWeights",
+    "Recorder",
+    "ClearCudaCache",
+]
+
+_MASK = ("collector", "mask")
+_EPISODE_REWARD = (K.NEXT, "episode_reward")
+
+
+class TrainerHookBase:
+    """Base of hook objects: ``register`` their ops, and carry state across checkpoints."""
+
+    def state_dict(self) -> dict:
+        """What a resumed run needs (nothing by default)."""
+        return {}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore :meth:`state_dict`'s output."""
+
+    def register(self, trainer, name: str) -> None:
+        """Register this hook's ops on ``trainer`` and the hook itself under ``name``."""
+        raise NotImplementedError
+
+
+def _get(batch: TensorDictBase, key, owner: str) -> torch.Tensor:
+    value = batch.get(key, None)
+    if value is None:
+        raise KeyError(f"{owner}: " + missing_key_message(key, batch.keys(True, True)))
+    return value
+
+
+def _check_positive(owner: str, name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}.")
+    return value
+
+
+# -- optimisation ---------------------------------------------------------------------
+class OptimizerHook(TrainerHookBase):
+    """Backward the sum of the ``loss_*`` entries, clip gradients, step and zero them.
+
+    The trainer registers one for its ``optimizer`` argument; register more for several
+    optimizers (e.g. one per loss component), each under its own name.
+
+    Args:
+        optimizer: a ``torch.optim.Optimizer``.
+        loss_components: the entries summed (default: every key starting with ``"loss"``).
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> w = torch.nn.Parameter(torch.ones(2))
+        >>> hook = OptimizerHook(torch.optim.SGD([w], lr=0.5))
+        >>> out = hook(TensorDict(loss_a=(w ** 2).sum()), clip_grad_norm=True, clip_norm=None)
+        >>> w.data
+        tensor([0., 0.])
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, loss_components=None):
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(
+                f"OptimizerHook needs a torch.optim.Optimizer, got {type(optimizer).__name__}."
+            )
+        self.optimizer = optimizer
+        self.loss_components = None if loss_components is None else list(loss_components)
+
+    def __call__(self, losses_td, clip_grad_norm=True, clip_norm=None, index: int = 0):
+        """Step on ``losses_td``; with clipping, writes ``grad_norm_<index>`` (detached)."""
+        if self.loss_components is None:
+            terms = [v for k, v in losses_td.items() if isinstance(k, str) and k.startswith("loss")]
+        else:
+            terms = [_get(losses_td, k, "OptimizerHook") for k in self.loss_components]
+        if not terms:
+            raise KeyError(
+                f"OptimizerHook: the loss returned no 'loss*' entries to optimise; got "
+                f"{list(losses_td.keys())}."
+            )
+        loss = terms[0] if len(terms) == 1 else torch.stack(terms).sum()
+        loss.backward()
+        if clip_norm is not None:
+            params = [p for group in self.optimizer.param_groups for p in group["params"]]
+            if clip_grad_norm:
+                norm = torch.nn.utils.clip_grad_norm_(params, clip_norm)
+                losses_td.set(f"grad_norm_{index}", norm.detach())
+            else:
+                torch.nn.utils.clip_grad_value_(params, clip_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return losses_td
+
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.optimizer.load_state_dict(state_dict["optimizer"])
+
+    def register(self, trainer, name: str = "optimizer") -> None:
+        trainer.register_op("optimizer", self)
+        trainer.register_module(name, self)
+
+
+# -- data for the optimisation steps --------------------------------------------------
+class ReplayBufferTrainer(TrainerHookBase):
+    """Extend a replay buffer with each batch; sample it at each optimisation step.
+
+    Registers ``extend`` (batch_process), ``sample`` (process_optim_batch) and
+    ``update_priority`` (post_loss: with a prioritized sampler, the loss's ``"td_error"``
+    becomes the sampled items' priority). Checkpoints dump the buffer (contents, write
+    cursor, sampler state) through its ``dumps``/``loads``.
+
+    Args:
+        replay_buffer: a ``TensorDictReplayBuffer`` (or prioritized one).
+        batch_size: items per sample (default: the buffer's ``batch_size``).
+        memmap: require the buffer's storage to be memory-mapped (``LazyMemmapStorage``).
+        device: where samples go (default: where the storage keeps them).
+        flatten_tensordicts: store a ``[*B, T]`` batch as ``B * T`` single steps (only
+            the valid ones when the batch has a ``("collector", "mask")``).
+        max_dims: with ``flatten_tensordicts=False``, pad each batch dimension ``d`` to
+            ``max_dims[d]`` (-1: keep) so that batches of varied lengths stack.
+        save_buffer: include the buffer in checkpoints.
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> from torchrl_lite.data.replay_buffers import LazyTensorStorage, TensorDictReplayBuffer
+        >>> hook = ReplayBufferTrainer(TensorDictReplayBuffer(storage=LazyTensorStorage(100)), 4)
+        >>> hook.extend(TensorDict(obs=torch.randn(2, 5, 3), batch_size=[2, 5]))
+        >>> hook.sample(None)["obs"].shape
+        torch.Size([4, 3])
+    """
+
+    def __init__(
+        self,
+        replay_buffer,
+        batch_size: int | None = None,
+        memmap: bool = False,
+        device=None,
+        flatten_tensordicts: bool = True,
+        max_dims=None,
+        save_buffer: bool = True,
+    ):
+        if not hasattr(replay_buffer, "extend") or not hasattr(replay_buffer, "sample"):
+            raise TypeError(
+                f"ReplayBufferTrainer needs a replay buffer, got {type(replay_buffer).__name__}."
+            )
+        storage = getattr(replay_buffer, "storage", None)
+        if memmap and "Memmap" not in type(storage).__name__:
+            raise ValueError(
+                f"ReplayBufferTrainer(memmap=True) needs a memory-mapped storage; the buffer "
+                f"has {type(storage).__name__}. Build it with LazyMemmapStorage(max_size)."
+            )
+        if batch_size is None and getattr(replay_buffer, "batch_size", None) is None:
+            raise ValueError(
+                "ReplayBufferTrainer: give batch_size, or build the buffer with batch_size=..."
+            )
+        self.replay_buffer = replay_buffer
+        self.batch_size = batch_size
+        self.device = None if device is None else torch.device(device)
+        self.flatten_tensordicts = bool(flatten_tensordicts)
+        self.max_dims = None if max_dims is None else list(max_dims)
+        self.save_buffer = bool(save_buffer)
+
+    def extend(self, batch: TensorDictBase) -> None:
+        """Write ``batch`` into the buffer (flattened or padded as configured)."""
+        if self.flatten_tensordicts:
+            mask = batch.get(_MASK, None)
+            batch = batch[mask] if mask is not None else batch.reshape(-1)
+        elif self.max_dims is not None:
+            from tensordict import pad
+
+            pads = []
+            for d, size in enumerate(batch.batch_size):
+                limit = self.max_dims[d] if d < len(self.max_dims) else -1
+                pads += [0, 0 if limit == -1 else limit - size]
+            batch = pad(batch, pads)
+        self.replay_buffer.extend(batch)
+
+    def sample(self, batch: TensorDictBase | None = None) -> TensorDictBase:
+        """A sample of the buffer (``batch``, the collected one, is not used)."""
+        sample = self.replay_buffer.sample(batch_size=self.batch_size)
+        return sample if self.device is None else sample.to(self.device, non_blocking=True)
+
+    def update_priority(self, batch: TensorDictBase) -> None:
+        """With a prioritized sampler, set the sampled items' priority from the batch."""
+        if isinstance(getattr(self.replay_buffer, "sampler", None), PrioritizedSampler):
+            self.replay_buffer.update_tensordict_priority(batch)
+
+    def state_dict(self) -> dict:
+        return {"replay_buffer": self.replay_buffer.state_dict()} if self.save_buffer else {}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        if "replay_buffer" in state_dict:
+            self.replay_buffer.load_state_dict(state_dict["replay_buffer"])
+
+    def dumps(self, folder) -> None:
+        """Write the buffer under ``folder`` (used by ``Trainer.save``)."""
+        if self.save_buffer:
+            self.replay_buffer.dumps(folder)
+
+    def loads(self, folder) -> None:
+        """Read the buffer written by :meth:`dumps` (used by ``Trainer.load``)."""
+        if self.save_buffer:
+            self.replay_buffer.loads(folder)
+
+    def register(self, trainer, name: str = "replay_buffer") -> None:
+        trainer.register_op("batch_process", self.extend)
+        trainer.register_op("process_optim_batch", self.sample)
+        trainer.register_op("post_loss", self.update_priority)
+        trainer.register_module(name, self)
+
+
+class ShuffledMiniBatches(TrainerHookBase):
+    """Epochs of shuffled minibatches of each collected batch (PPO's inner loop).
+
+    Each optimisation step returns the next ``mini_batch_size`` steps of a random
+    permutation of the flattened batch; when the permutation runs out, a new epoch starts
+    (the last incomplete minibatch is dropped). With ``advantage_module`` (e.g. ``GAE``),
+    the advantage and value target are computed on the whole ``[*B, T]`` batch, without
+    gradients, at the start of each epoch (with the latest critic). Set the trainer's
+    ``optim_steps_per_batch = num_epochs * (frames_per_batch // mini_batch_size)``.
+
+    Args:
+        mini_batch_size: steps per minibatch.
+        advantage_module: a value estimator module writing ``"advantage"`` and
+            ``"value_target"``, or None (the batch already holds them).
+        recompute_each_epoch: recompute the advantage at every epoch (else once per batch).
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> sampler = ShuffledMiniBatches(4)
+        >>> batch = TensorDict(obs=torch.randn(2, 5, 3), batch_size=[2, 5])
+        >>> sampler.new_batch()
+        >>> [sampler(batch).shape for _ in range(3)]  # 10 steps: 2 minibatches per epoch
+        [torch.Size([4]), torch.Size([4]), torch.Size([4])]
+    """
+
+    def __init__(self, mini_batch_size: int, advantage_module=None, recompute_each_epoch=True):
+        self.mini_batch_size = _check_positive(
+            "ShuffledMiniBatches", "mini_batch_size", mini_batch_size
+        )
+        self.advantage_module = advantage_module
+        self.recompute_each_epoch = bool(recompute_each_epoch)
+        self._fresh = True
+        self._flat = None
+        self._perm = None
+        self._pos = 0
+
+    def new_batch(self) -> None:
+        """Start over with the next batch (registered at ``pre_optim_steps``)."""
+        self._fresh = True
+
+    def __call__(self, batch: TensorDictBase) -> TensorDictBase:
+        mb = self.mini_batch_size
+        if self._fresh or self._pos + mb > self._perm.numel():
+            if self._fresh or (self.advantage_module is not None and self.recompute_each_epoch):
+                self._flat = self._prepare(batch)
+            n = self._flat.numel()
+            if n < mb:
+                raise ValueError(
+                    f"ShuffledMiniBatches: the batch holds {n} steps, fewer than "
+                    f"mini_batch_size={mb}; lower mini_batch_size or raise frames_per_batch."
+                )
+            self._perm = torch.randperm(n, device=self._flat.device)
+            self._pos, self._fresh = 0, False
+        index = self._perm[self._pos : self._pos + mb]
+        self._pos += mb
+        return self._flat[index]
+
+    def _prepare(self, batch: TensorDictBase) -> TensorDictBase:
+        batch = batch.copy()  # new entries must not land in the collector's TensorDict
+        if self.advantage_module is not None:
+            with torch.no_grad():
+                batch = self.advantage_module(batch)
+        return batch.reshape(-1)
+
+    def register(self, trainer, name: str = "minibatches") -> None:
+        trainer.register_op("pre_optim_steps", self.new_batch)
+        trainer.register_op("process_optim_batch", self)
+        trainer.register_module(name, self)
+
+
+class ComputeAdvantage(TrainerHookBase):
+    """Run a value estimator (e.g. ``GAE``) on each collected batch, without gradients.
+
+    For on-policy losses trained on whole batches (A2C, one step per batch); for epochs of
+    minibatches use :class:`ShuffledMiniBatches` with ``advantage_module``.
+
+    Args:
+        advantage_module: a value estimator writing ``"advantage"``/``"value_target"``.
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> from torchrl_lite.objectives.value import GAE
+        >>> from torchrl_lite.modules import ValueOperator
+        >>> gae = GAE(gamma=0.99, lmbda=0.95, value_network=ValueOperator(
+        ...     torch.nn.Linear(3, 1), in_keys=["observation"]))
+        >>> batch = TensorDict(observation=torch.randn(5, 3), next=TensorDict(
+        ...     observation=torch.randn(5, 3), reward=torch.randn(5, 1),
+        ...     done=torch.zeros(5, 1, dtype=torch.bool),
+        ...     terminated=torch.zeros(5, 1, dtype=torch.bool), batch_size=[5]), batch_size=[5])
+        >>> ComputeAdvantage(gae)(batch)["advantage"].shape
+        torch.Size([5, 1])
+    """
+
+    def __init__(self, advantage_module):
+        self.advantage_module = advantage_module
+
+    def __call__(self, batch: TensorDictBase) -> TensorDictBase:
+        batch = batch.copy()
+        with torch.no_grad():
+            return self.advantage_module(batch)
+
+    def register(self, trainer, name: str = "compute_advantage") -> None:
+        trainer.register_op("batch_process", self)
+        trainer.register_module(name, self)
+
+
+class BatchSubSampler(TrainerHookBase):
+    """Sample a random sub-batch of the collected batch at each optimisation step.
+
+    With ``sub_traj_len == 0``, ``batch_size`` single steps drawn without replacement from
+    the flattened batch; otherwise ``batch_size // sub_traj_len`` windows of
+    ``sub_traj_len`` consecutive steps (batch ``[n, sub_traj_len]``) from a ``[*B, T]``
+    batch.
+
+    Args:
+        batch_size: steps per sub-batch.
+        sub_traj_len: length of the windows (0: single steps).
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> batch = TensorDict(obs=torch.randn(4, 10, 3), batch_size=[4, 10])
+        >>> BatchSubSampler(8)(batch).shape, BatchSubSampler(8, sub_traj_len=4)(batch).shape
+        (torch.Size([8]), torch.Size([2, 4]))
+    """
+
+    def __init__(self, batch_size: int, sub_traj_len: int = 0):
+        self.batch_size = _check_positive("BatchSubSampler", "batch_size", batch_size)
+        if isinstance(sub_traj_len, bool) or not isinstance(sub_traj_len, int) or sub_traj_len < 0:
+            raise ValueError(f"BatchSubSampler: sub_traj_len must be an int >= 0, got {sub_traj_len!r}.")
+        self.sub_traj_len = sub_traj_len
+
+    def __call__(self, batch: TensorDictBase) -> TensorDictBase:
+        if self.sub_traj_len == 0:
+            flat = batch.reshape(-1)
+            if flat.numel() < self.batch_size:
+                raise ValueError(
+                    f"BatchSubSampler: the batch holds {flat.numel()} steps, fewer than "
+                    f"batch_size={self.batch_size}."
+                )
+            return flat[torch.randperm(flat.numel(), device=flat.device)[: self.batch_size]]
+        length = self.sub_traj_len
+        rows = batch.reshape(-1, batch.batch_size[-1]) if batch.batch_dims > 1 else batch[None]
+        steps = rows.batch_size[1]
+        if steps < length:
+            raise ValueError(
+                f"BatchSubSampler: trajectories have {steps} steps, fewer than "
+                f"sub_traj_len={length}."
+            )
+        count = max(1, self.batch_size // length)
+        row = torch.randint(rows.batch_size[0], (count, 1), device=rows.device)
+        start = torch.randint(steps - length + 1, (count, 1), device=rows.device)
+        return rows[row, start + torch.arange(length, device=rows.device)]  # [count, length]
+
+    def register(self, trainer, name: str = "batch_subsampler") -> None:
+        trainer.register_op("process_optim_batch", self)
+        trainer.register_module(name, self)
+
+
