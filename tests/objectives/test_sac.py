@@ -26,6 +26,7 @@ from tests.objectives.offpolicy_utils import (
     target_ids,
     train,
 )
+from torchrl_lite.data import Bounded, Composite
 from torchrl_lite.modules import OneHotCategorical, ProbabilisticActor, TanhNormal
 from torchrl_lite.objectives import DiscreteSACLoss, SACLoss, SoftUpdate, ValueEstimators
 
@@ -74,8 +75,10 @@ def test_sac_loss_keys_and_parameters():
     assert id(loss.qvalue_network.params["module", "0", "weight"]) in params
 
 
-def test_sac_matches_hand_computation_values_and_gradients():
+@pytest.mark.parametrize("vectorized", [False, True], ids=["loop", "vmap"])
+def test_sac_matches_hand_computation_values_and_gradients(vectorized):
     loss, net = _sac(alpha_init=0.5, gamma=0.9, num_qvalue_nets=3)
+    loss.qvalue_network.vectorized = loss.target_qvalue_network.vectorized = vectorized
     batch = make_batch()
     out = loss(batch.clone())
     expected, pred, y = _sac_by_hand(loss, net, batch, 0.9, target_entropy=-2.0)
@@ -153,14 +156,20 @@ def test_sac_v1_value_network_matches_hand_computation():
 
 
 def test_sac_target_entropy_from_spec_batch_or_number():
-    loss, _ = _sac()
-    assert loss.target_entropy.item() == -2.0  # the actor's spec has shape (2,)
-    actor, _ = make_actor()
-    actor.module[-1]._spec = None  # no spec: read from the first batch
-    loss = SACLoss(actor, make_qvalue())
+    loss, _ = _sac()  # "auto", no action_spec: read from the first batch
     assert math.isnan(loss.target_entropy.item())
     loss(make_batch())
     assert loss.target_entropy.item() == -2.0
+    loss = SACLoss(make_actor()[0], make_qvalue(), action_spec=Bounded(-1.0, 1.0, shape=(3,)))
+    assert loss.target_entropy.item() == -3.0
+    composite = Composite(action=Bounded(-1.0, 1.0, shape=(2, 2)))
+    assert (
+        SACLoss(make_actor()[0], make_qvalue(), action_spec=composite).target_entropy.item() == -4.0
+    )
+    with pytest.raises(ValueError, match="no entry 'action'"):
+        SACLoss(
+            make_actor()[0], make_qvalue(), action_spec=Composite(other=Bounded(0.0, 1.0, (1,)))
+        )
     loss = SACLoss(make_actor()[0], make_qvalue(), target_entropy=-0.5)
     assert loss.target_entropy.item() == -0.5
 
@@ -229,24 +238,28 @@ def test_sac_bad_construction_arguments():
         SACLoss(make_qvalue(), make_qvalue())
     with pytest.raises(TypeError, match="target_entropy"):
         SACLoss(actor, make_qvalue(), target_entropy="high")
+    with pytest.raises(ValueError, match="gamma"):
+        SACLoss(actor, make_qvalue(), gamma=1.5)
 
 
 def test_sac_reward_shape_mismatch_raises():
     loss, _ = _sac()
     batch = make_batch()
     batch["next"] = batch["next"].exclude("reward").set("reward", torch.randn(6, 2))
-    with pytest.raises(ValueError, match="reward"):
+    with pytest.raises(ValueError, match=r"SACLoss.*reward.*\[6, 2\]"):
         loss(batch)
 
 
 def test_sac_updates_decrease_the_loss_on_a_bandit():
     actor, net = make_actor(dist=TanhNormal)
+    with torch.no_grad():
+        net[0].bias[:2] = -1.0  # start far from the best action (0.5, 0.5)
     loss = SACLoss(actor, big_qvalue(), loss_function="l2", alpha_init=0.05)
     batch = bandit_batch()
-    first_reward = bandit_reward(torch.tanh(net(batch["observation"])[0]))
+    assert bandit_reward(torch.tanh(net(batch["observation"])[0])) < -2.0
     first, last = train(loss, batch, steps=200)
     assert last["loss_qvalue"] < 0.1 * first["loss_qvalue"]
-    assert bandit_reward(torch.tanh(net(batch["observation"])[0])) > max(first_reward + 0.5, -0.3)
+    assert bandit_reward(torch.tanh(net(batch["observation"])[0])) > -0.3
 
 
 # -- discrete ------------------------------------------------------------------------
@@ -334,3 +347,38 @@ def test_discrete_sac_bad_inputs():
     bad = DiscreteSACLoss(loss.actor_network, qvalue, num_actions=4)
     with pytest.raises(ValueError, match="num_actions=4"):
         bad(make_batch(action=torch.randint(4, (6,))))
+
+
+def test_discrete_sac_updates_decrease_the_loss_on_a_bandit():
+    loss, net = _discrete(alpha_init=0.05)
+    batch = make_batch(64, action=torch.randint(4, (64,)))
+    batch["observation"] = torch.zeros(64, 3)
+    batch["next", "reward"] = torch.tensor([0.0, 1.0, 0.0, 0.5])[batch["action"]].unsqueeze(-1)
+    batch["next", "terminated"] = torch.ones(64, 1, dtype=torch.bool)
+    batch["next", "done"] = torch.ones(64, 1, dtype=torch.bool)
+    first, last = train(loss, batch, steps=200)
+    assert last["loss_qvalue"] < 0.1 * first["loss_qvalue"]
+    assert torch.softmax(net(torch.zeros(3)), -1)[1] > 0.5
+
+
+def test_sac_delay_actor_samples_next_actions_from_the_target_actor():
+    loss, net = _sac(delay_actor=True)
+    perturb(loss.target_actor_network)
+    batch = make_batch()
+    out = loss(batch.clone())
+    assert {id(p) for p in loss.parameters()}.isdisjoint(target_ids(loss))
+    target_net = loss.target_actor_network.module[0].module  # the frozen copy of ``net``
+    with torch.no_grad():
+        next_action, next_log_prob = tanh_normal_sample(*target_net(batch["next", "observation"]))
+        targets = loss.target_qvalue_network.params
+        next_obs = batch["next", "observation"]
+        next_q = torch.stack([mlp_by_hand(targets[i], next_obs, next_action) for i in range(2)])
+        not_term = 1.0 - batch["next", "terminated"].squeeze(-1).float()
+        y = batch["next", "reward"].squeeze(-1) + 0.99 * not_term * (
+            next_q.min(0).values - next_log_prob
+        )
+    params = loss.qvalue_network.params
+    pred = torch.stack(
+        [mlp_by_hand(params[i], batch["observation"], batch["action"]) for i in range(2)]
+    )
+    torch.testing.assert_close(out["loss_qvalue"], ((pred - y) ** 2).mean(-1).sum())

@@ -124,7 +124,9 @@ def test_td3_bad_arguments():
 def test_td3_updates_decrease_the_loss_on_a_bandit():
     net = nn.Sequential(nn.Linear(3, 2), nn.Tanh())
     nn.init.constant_(net[0].bias, -1.0)  # start far from the best action (0.5, 0.5)
-    loss = TD3Loss(Actor(net, spec=Bounded(-1.0, 1.0, shape=(2,))), big_qvalue(), loss_function="l2")
+    loss = TD3Loss(
+        Actor(net, spec=Bounded(-1.0, 1.0, shape=(2,))), big_qvalue(), loss_function="l2"
+    )
     batch = bandit_batch()
     first_reward = bandit_reward(net(batch["observation"]))
     assert first_reward < -2.0
@@ -157,6 +159,16 @@ def test_td3_bc_alpha_zero_is_behaviour_cloning():
     loss, net = _td3(TD3BCLoss, alpha=0.0)
     batch = make_batch(8)
     out = loss(batch)
-    torch.testing.assert_close(out["loss_actor"], ((net(batch["observation"]) - batch["action"]) ** 2).mean())
+    torch.testing.assert_close(
+        out["loss_actor"], ((net(batch["observation"]) - batch["action"]) ** 2).mean()
+    )
     with pytest.raises(ValueError, match="alpha"):
         TD3BCLoss(_actor()[0], make_qvalue(), alpha=-1.0)
+
+
+def test_td3_done_without_trailing_dim_raises():
+    loss, _ = _td3()
+    batch = make_batch()
+    batch["next"] = batch["next"].exclude("done").set("done", torch.zeros(6, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"TD3Loss.*done"):
+        loss(batch)

@@ -254,11 +254,19 @@ class _Recorder:
         signature = tuple((k, v.shape, v.dtype, v.device) for k, v in zip(keys, leaves))
         if signature != self.signature:
             self.signature, self.keys = signature, keys
-            self.getters = [_getter(k, defaults.get(k)) for k in keys]
             self.buffers = [v.new_empty((self.steps, *v.shape)) for v in leaves]
             self.id_buffer = ids.new_empty((self.steps, *ids.shape))
+        self.getters = [_getter(k, defaults.get(k)) for k in keys]
+        # the common layout (plain TensorDicts, keys at the root or under "next") is read
+        # straight from the dicts, several times faster than a getter per leaf
+        flat = type(td) is TensorDict and type(td._tensordict.get(K.NEXT)) is TensorDict
+        if flat and all(isinstance(k, str) or (len(k) == 2 and k[0] == K.NEXT) for k in keys):
+            self.plan = [
+                (k[1], True, defaults.get(k)) if isinstance(k, tuple) else (k, False, defaults.get(k))
+                for k in keys
+            ]
         else:
-            self.getters = [_getter(k, defaults.get(k)) for k in keys]
+            self.plan = None
         self.pending, self.pending_ids, self.written = [], [], 0
 
     def record(self, td: TensorDictBase, ids: torch.Tensor) -> None:
@@ -271,8 +279,8 @@ class _Recorder:
         n, lo = len(self.pending), self.written
         if n == 0:
             return
-        for key, getter, buf in zip(self.keys, self.getters, self.buffers):
-            leaves = [getter(td) for td in self.pending]
+        columns = self._columns()
+        for key, leaves, buf in zip(self.keys, columns, self.buffers):
             try:
                 torch.stack(leaves, out=buf[lo : lo + n])
             except RuntimeError as err:
@@ -285,6 +293,24 @@ class _Recorder:
         self.pending.clear()
         self.pending_ids.clear()
         self.written += n
+
+    def _columns(self) -> list[list[torch.Tensor]]:
+        """Per key, its leaf at each pending step."""
+        if self.plan is not None:
+            try:
+                roots = [td._tensordict for td in self.pending]
+                nexts = [root[K.NEXT]._tensordict for root in roots]
+                columns = []
+                for name, in_next, default in self.plan:
+                    dicts = nexts if in_next else roots
+                    if default is None:
+                        columns.append([d[name] for d in dicts])
+                    else:
+                        columns.append([d.get(name, default) for d in dicts])
+                return columns
+            except (KeyError, AttributeError):
+                pass  # a step differs from the first one: the getters say how
+        return [[getter(td) for td in self.pending] for getter in self.getters]
 
     def result(self, batch_size, device) -> TensorDictBase:
         """A new ``[*batch, T]`` TensorDict (on ``device``) holding the batch."""

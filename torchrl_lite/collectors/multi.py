@@ -386,8 +386,8 @@ class _MultiDataCollector(DataCollectorBase):
         pending, replies = list(workers), {}
         try:
             while pending and not (any_one and replies):
-                conns = [self._conns[w] for w in pending]
-                ready = multiprocessing.connection.wait(conns, timeout=_POLL_S)
+                owner = {self._conns[w]: w for w in pending}
+                ready = multiprocessing.connection.wait(list(owner), timeout=_POLL_S)
                 if not ready:
                     for w in pending:
                         if not self._procs[w].is_alive():
@@ -396,7 +396,7 @@ class _MultiDataCollector(DataCollectorBase):
                 for conn in ready:
                     if any_one and replies:
                         break  # leave the other messages in their pipes
-                    w = pending[conns.index(conn)]
+                    w = owner[conn]
                     message = self._read(w, what)
                     if message[0] != kind:
                         self._backlog[w].append(message)

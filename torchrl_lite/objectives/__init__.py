@@ -38,14 +38,24 @@ __all__ = [
 ]
 
 # off-policy actor-critic, offline and decision-transformer losses
+from torchrl_lite.objectives.cql import CQLLoss, DiscreteCQLLoss  # noqa: E402
 from torchrl_lite.objectives.ddpg import DDPGLoss  # noqa: E402
+from torchrl_lite.objectives.decision_transformer import DTLoss, OnlineDTLoss  # noqa: E402
+from torchrl_lite.objectives.iql import IQLLoss  # noqa: E402
+from torchrl_lite.objectives.redq import REDQLoss  # noqa: E402
 from torchrl_lite.objectives.sac import DiscreteSACLoss, SACLoss  # noqa: E402
 from torchrl_lite.objectives.td3 import TD3Loss  # noqa: E402
 from torchrl_lite.objectives.td3_bc import TD3BCLoss  # noqa: E402
 
 __all__ += [
+    "CQLLoss",
     "DDPGLoss",
+    "DTLoss",
+    "DiscreteCQLLoss",
     "DiscreteSACLoss",
+    "IQLLoss",
+    "OnlineDTLoss",
+    "REDQLoss",
     "SACLoss",
     "TD3BCLoss",
     "TD3Loss",

@@ -42,6 +42,17 @@ def action_spec_of(action_spec, actor, action_key):
     return spec
 
 
+def action_shape_of(action_spec, action_key, owner: str):
+    """The shape of ``action_spec`` (a leaf spec, or a ``Composite`` holding the action key),
+    or None when no spec is given."""
+    if action_spec is None:
+        return None
+    spec = action_spec_of(action_spec, None, action_key)
+    if spec is None:
+        raise ValueError(f"{owner}: action_spec has no entry {action_key!r}: {action_spec}.")
+    return tuple(spec.shape)
+
+
 def action_bounds(action_spec, actor, action_key, owner: str):
     """``(low, high)`` tensors ``[*action_shape]`` of a bounded action spec, else ValueError."""
     spec = action_spec_of(action_spec, actor, action_key)
@@ -68,11 +79,17 @@ class Temperature:
         self, alpha_init, min_alpha, max_alpha, fixed_alpha: bool, target_entropy, action_shape
     ) -> None:
         owner = type(self).__name__
-        for name, value in (("alpha_init", alpha_init), ("min_alpha", min_alpha), ("max_alpha", max_alpha)):
+        for name, value in (
+            ("alpha_init", alpha_init),
+            ("min_alpha", min_alpha),
+            ("max_alpha", max_alpha),
+        ):
             if value is not None and not value > 0:
                 raise ValueError(f"{owner}: {name} must be a positive number, got {value!r}.")
         if min_alpha is not None and max_alpha is not None and min_alpha > max_alpha:
-            raise ValueError(f"{owner}: min_alpha ({min_alpha}) must not exceed max_alpha ({max_alpha}).")
+            raise ValueError(
+                f"{owner}: min_alpha ({min_alpha}) must not exceed max_alpha ({max_alpha})."
+            )
         log_alpha = torch.tensor(math.log(alpha_init))
         if fixed_alpha:
             self.register_buffer("log_alpha", log_alpha)
@@ -90,7 +107,9 @@ class Temperature:
         elif isinstance(target_entropy, (int, float)) and not isinstance(target_entropy, bool):
             value = float(target_entropy)
         else:
-            raise TypeError(f"{owner}: target_entropy must be 'auto' or a number, got {target_entropy!r}.")
+            raise TypeError(
+                f"{owner}: target_entropy must be 'auto' or a number, got {target_entropy!r}."
+            )
         self.register_buffer("target_entropy", torch.tensor(value))
 
     def _alpha(self) -> torch.Tensor:
@@ -127,6 +146,12 @@ class OffPolicyLoss(LossModule):
                 f"{type(self).__name__}: {role} must be a TensorDict module (e.g. {example}), "
                 f"got {type(network).__name__}."
             )
+
+    def _set_gamma(self, gamma) -> None:
+        """Use ``gamma`` in the default estimator, built now so a bad value fails here."""
+        if gamma is not None:
+            self._value_kwargs["gamma"] = gamma
+            self.make_value_estimator()
 
     # -- keys ------------------------------------------------------------------------
     def _obs_keys(self, network) -> list:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from torchrl_lite import _keys as K
 from torchrl_lite.objectives._off_policy import action_bounds
 from torchrl_lite.objectives.dqn import _QLossBase
 from torchrl_lite.objectives.sac import SACLoss
@@ -226,7 +227,9 @@ class DiscreteCQLLoss(_QLossBase):
         values = self._action_values(self._q, td)  # [*B, n]
         index = self._action_index(td, values.shape[-1])  # [*B]
         pred = values.gather(-1, index.unsqueeze(-1))  # [*B, 1]
-        next_td = self._get_next(td)
+        next_td = td.get(K.NEXT, None)
+        if next_td is None:
+            raise self._missing(td, K.NEXT, None)
         with torch.no_grad():
             next_values = self._action_values(self._q_target, next_td)  # [*B, n]
             next_value = next_values.max(-1, keepdim=True).values  # [*B, 1]

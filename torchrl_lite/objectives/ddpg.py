@@ -91,13 +91,14 @@ class DDPGLoss(OffPolicyLoss):
         super().__init__()
         name = type(self).__name__
         self._check_network(actor_network, "actor_network", "Actor(net)")
-        self._check_network(value_network, "value_network", "ValueOperator(net, in_keys=['observation', 'action'])")
+        self._check_network(
+            value_network, "value_network", "ValueOperator(net, in_keys=['observation', 'action'])"
+        )
         self.loss_function = check_distance(loss_function, name)
         self.delay_actor, self.delay_value = bool(delay_actor), bool(delay_value)
         self.register_network("actor_network", actor_network, create_target=self.delay_actor)
         self.register_network("value_network", value_network, create_target=self.delay_value)
-        if gamma is not None:
-            self._value_kwargs["gamma"] = gamma
+        self._set_gamma(gamma)
 
     @property
     def in_keys(self) -> list:

@@ -100,7 +100,10 @@ class Ensemble(nn.Module):
         if vectorized:
             in_dims = (0, None if shared_input else 0)
             return torch.vmap(self._call_one, in_dims, randomness="different")(params, tensordict)
-        inputs = [tensordict] * self.num_copies if shared_input else tensordict.unbind(0)
+        copies_given = (
+            params.batch_size[0] if params.batch_dims else self.num_copies
+        )  # a subset may be passed
+        inputs = [tensordict] * copies_given if shared_input else tensordict.unbind(0)
         # per-copy slices of every stacked leaf: copies[i] holds copy i's tensors
         copies = zip(*(leaf.unbind(0) for leaf in params.values(True, True)))
         return torch.stack([self._call_with(list(t), x) for t, x in zip(copies, inputs)])

@@ -104,7 +104,11 @@ class IQLLoss(OffPolicyLoss):
                 f"{name}: actor_network must be a probabilistic actor with get_dist() (e.g. "
                 f"ProbabilisticActor), got {type(actor_network).__name__}."
             )
-        self._check_network(qvalue_network, "qvalue_network", "ValueOperator(net, in_keys=['observation', 'action'])")
+        self._check_network(
+            qvalue_network,
+            "qvalue_network",
+            "ValueOperator(net, in_keys=['observation', 'action'])",
+        )
         self._check_network(value_network, "value_network", "ValueOperator(net)")
         if int(num_qvalue_nets) < 1:
             raise ValueError(f"{name}: num_qvalue_nets must be >= 1, got {num_qvalue_nets}.")
@@ -118,11 +122,13 @@ class IQLLoss(OffPolicyLoss):
         self.delay_qvalue = bool(delay_qvalue)
         self.register_network("actor_network", actor_network)
         self.register_network(
-            "qvalue_network", qvalue_network, create_target=self.delay_qvalue, num_copies=self.num_qvalue_nets
+            "qvalue_network",
+            qvalue_network,
+            create_target=self.delay_qvalue,
+            num_copies=self.num_qvalue_nets,
         )
         self.register_network("value_network", value_network)
-        if gamma is not None:
-            self._value_kwargs["gamma"] = gamma
+        self._set_gamma(gamma)
 
     @property
     def in_keys(self) -> list:

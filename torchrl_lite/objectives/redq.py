@@ -82,6 +82,8 @@ class REDQLoss(SACLoss):
     def _next_q(self, next_td: TensorDictBase, next_action: torch.Tensor) -> torch.Tensor:
         """``[*B]``: the minimum over ``M`` target Q-networks drawn at random."""
         target = self._target("qvalue_network")
-        subset = torch.randperm(self.num_qvalue_nets, device=next_action.device)[: self.sub_sample_len]
+        subset = torch.randperm(self.num_qvalue_nets, device=next_action.device)[
+            : self.sub_sample_len
+        ]
         out = target(self._q_input(next_td, next_action, None), params=target.params[subset])
         return self._read(out, "state_action_value", "the Q-network").min(0).values

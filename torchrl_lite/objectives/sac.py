@@ -23,7 +23,7 @@ from torchrl_lite import _keys as K
 from torchrl_lite.objectives._off_policy import (
     OffPolicyLoss,
     Temperature,
-    action_spec_of,
+    action_shape_of,
 )
 from torchrl_lite.objectives.common import _LossValueError
 from torchrl_lite.objectives.utils import action_index, check_distance, distance_loss, log_prob_of
@@ -81,8 +81,8 @@ class SACLoss(Temperature, OffPolicyLoss):
         max_alpha: upper bound of the temperature (None: none).
         fixed_alpha: keep the temperature at ``alpha_init``.
         target_entropy: the entropy target, or ``"auto"`` for ``-prod(action_shape)``
-            (the shape from ``action_spec``, the actor's spec or the first batch).
-        action_spec: the action spec, used for ``target_entropy="auto"``.
+            (the shape of ``action_spec`` if given, else of the first batch's actions).
+        action_spec: the action spec of one environment (no batch dims), or None.
         delay_actor: sample ``a'`` from a target copy of the actor.
         delay_qvalue: use target copies of the Q-networks (SAC v2).
         delay_value: use a target copy of the value network (SAC v1).
@@ -133,7 +133,11 @@ class SACLoss(Temperature, OffPolicyLoss):
                 f"{name}: actor_network must be a probabilistic actor with get_dist() (e.g. "
                 f"ProbabilisticActor with a TanhNormal), got {type(actor_network).__name__}."
             )
-        self._check_network(qvalue_network, "qvalue_network", "ValueOperator(net, in_keys=['observation', 'action'])")
+        self._check_network(
+            qvalue_network,
+            "qvalue_network",
+            "ValueOperator(net, in_keys=['observation', 'action'])",
+        )
         if value_network is not None:
             self._check_network(value_network, "value_network", "ValueOperator(net)")
         if int(num_qvalue_nets) < 1:
@@ -153,11 +157,9 @@ class SACLoss(Temperature, OffPolicyLoss):
             self.register_network("value_network", value_network, create_target=self.delay_value)
         else:
             self.value_network = None
-        spec = action_spec_of(action_spec, actor_network, self.tensor_keys.action)
-        shape = getattr(spec, "shape", None)
+        shape = action_shape_of(action_spec, self.tensor_keys.action, name)
         self._init_temperature(alpha_init, min_alpha, max_alpha, fixed_alpha, target_entropy, shape)
-        if gamma is not None:
-            self._value_kwargs["gamma"] = gamma
+        self._set_gamma(gamma)
 
     @property
     def in_keys(self) -> list:
@@ -209,9 +211,9 @@ class SACLoss(Temperature, OffPolicyLoss):
         next_td = self._next_td(td)
         with torch.no_grad():
             if self.value_network is not None:
-                net = getattr(self, "target_value_network", self.value_network)
+                net = self._target("value_network")
                 return self._read(net(next_td.select(*net.in_keys)), "value", "the value network")
-            actor = getattr(self, "target_actor_network", self.actor_network)
+            actor = self._target("actor_network")
             dist = actor.get_dist(next_td.select(*actor.in_keys))
             next_action = dist.sample()
             next_log_prob = log_prob_of(dist, next_action, td.batch_dims)  # [*B]
@@ -331,11 +333,17 @@ class DiscreteSACLoss(Temperature, OffPolicyLoss):
                 f"{name}: actor_network must be a probabilistic actor with get_dist() (e.g. "
                 f"ProbabilisticActor with a OneHotCategorical), got {type(actor_network).__name__}."
             )
-        self._check_network(qvalue_network, "qvalue_network", "TensorDictModule(net, ['observation'], ['action_value'])")
+        self._check_network(
+            qvalue_network,
+            "qvalue_network",
+            "TensorDictModule(net, ['observation'], ['action_value'])",
+        )
         if int(num_actions) < 2:
             raise ValueError(f"{name}: num_actions must be >= 2, got {num_actions}.")
         if action_space not in (None, "one_hot", "categorical"):
-            raise ValueError(f"{name}: action_space must be 'one_hot', 'categorical' or None, got {action_space!r}.")
+            raise ValueError(
+                f"{name}: action_space must be 'one_hot', 'categorical' or None, got {action_space!r}."
+            )
         self.num_actions = int(num_actions)
         self.action_space = action_space
         self.loss_function = check_distance(loss_function, name)
@@ -343,13 +351,15 @@ class DiscreteSACLoss(Temperature, OffPolicyLoss):
         self.delay_qvalue = bool(delay_qvalue)
         self.register_network("actor_network", actor_network)
         self.register_network(
-            "qvalue_network", qvalue_network, create_target=self.delay_qvalue, num_copies=self.num_qvalue_nets
+            "qvalue_network",
+            qvalue_network,
+            create_target=self.delay_qvalue,
+            num_copies=self.num_qvalue_nets,
         )
         if target_entropy == "auto":
             target_entropy = float(target_entropy_weight) * math.log(self.num_actions)
         self._init_temperature(alpha_init, min_alpha, max_alpha, fixed_alpha, target_entropy, None)
-        if gamma is not None:
-            self._value_kwargs["gamma"] = gamma
+        self._set_gamma(gamma)
 
     @property
     def in_keys(self) -> list:

@@ -103,7 +103,11 @@ class TD3Loss(OffPolicyLoss):
         super().__init__()
         name = type(self).__name__
         self._check_network(actor_network, "actor_network", "Actor(net, spec=env.action_spec)")
-        self._check_network(qvalue_network, "qvalue_network", "ValueOperator(net, in_keys=['observation', 'action'])")
+        self._check_network(
+            qvalue_network,
+            "qvalue_network",
+            "ValueOperator(net, in_keys=['observation', 'action'])",
+        )
         if int(num_qvalue_nets) < 1:
             raise ValueError(f"{name}: num_qvalue_nets must be >= 1, got {num_qvalue_nets}.")
         if not policy_noise >= 0 or not noise_clip >= 0:
@@ -122,10 +126,12 @@ class TD3Loss(OffPolicyLoss):
         self.delay_actor, self.delay_qvalue = bool(delay_actor), bool(delay_qvalue)
         self.register_network("actor_network", actor_network, create_target=self.delay_actor)
         self.register_network(
-            "qvalue_network", qvalue_network, create_target=self.delay_qvalue, num_copies=self.num_qvalue_nets
+            "qvalue_network",
+            qvalue_network,
+            create_target=self.delay_qvalue,
+            num_copies=self.num_qvalue_nets,
         )
-        if gamma is not None:
-            self._value_kwargs["gamma"] = gamma
+        self._set_gamma(gamma)
 
     @property
     def in_keys(self) -> list:

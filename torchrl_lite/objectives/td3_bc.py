@@ -62,7 +62,9 @@ class TD3BCLoss(TD3Loss):
     def _actor_terms(self, td: TensorDictBase, out: dict) -> None:
         action = self._action_of(self.actor_network, td)  # [*B, *action_shape]
         q_first = self._qvalues(td, action, detach=True)[0]  # [*B]
-        lmbda = self.alpha / q_first.detach().abs().mean().clamp_min(torch.finfo(q_first.dtype).tiny)
+        lmbda = self.alpha / q_first.detach().abs().mean().clamp_min(
+            torch.finfo(q_first.dtype).tiny
+        )
         bc_loss = F.mse_loss(action, self._get(td, "action"))
         out["loss_actor"] = -lmbda * q_first.mean() + bc_loss
         out["bc_loss"] = bc_loss.detach()

@@ -46,6 +46,8 @@ __all__ = [
     "set_rng_state",
     "env_state",
     "load_env_state",
+    "collector_carry",
+    "load_collector_carry",
 ]
 
 FORMAT = "torchrl_lite.trainer"
@@ -257,8 +259,8 @@ def env_state(env) -> dict:
             stacklevel=2,
         )
         return {"kind": "none"}
-    if isinstance(env, GymWrapper):
-        return {"kind": "gym", **_gym_state(env.env)}
+    if isinstance(env, GymWrapper):  # a seed given to set_seed waits for the next reset
+        return {"kind": "gym", "pending_seed": env._pending_seed, **_gym_state(env.env)}
     generators = {k: v.get_state() for k, v in vars(env).items() if isinstance(v, torch.Generator)}
     return {"kind": "generic", "generators": generators}
 
@@ -279,6 +281,7 @@ def load_env_state(env, state: dict) -> None:
             load_env_state(sub, sub_state)
     elif kind == "gym":
         _load_gym_state(env.env, state)
+        env._pending_seed = state["pending_seed"]
         env._last_obs = None
     elif kind == "generic":
         for name, gen_state in state["generators"].items():
@@ -353,3 +356,30 @@ def _transplant(obj, fresh) -> None:
         )
     obj.__dict__.clear()
     obj.__dict__.update(fresh.__dict__)
+
+
+# -- a collector's running state ------------------------------------------------------
+# SyncDataCollector.state_dict() holds the frame counters and the policy; continuing
+# mid-episode also needs the root TensorDict of the next step and the trajectory counters.
+_CARRY = ("_td", "_traj_ids", "_traj_count", "_traj_stride", "_traj_offset", "_step_count")
+
+
+def collector_carry(collector) -> dict:
+    """A snapshot of what a collector carries from one batch to the next (may be empty)."""
+    out = {}
+    for name in _CARRY:
+        if hasattr(collector, name):
+            value = getattr(collector, name)
+            out[name] = value.clone() if hasattr(value, "clone") else value
+    return out
+
+
+def load_collector_carry(collector, state: dict) -> None:
+    """Restore :func:`collector_carry`'s snapshot."""
+    for name, value in state.items():
+        if not hasattr(collector, name):
+            raise ValueError(
+                f"the checkpoint's collector state has {name!r}, which "
+                f"{type(collector).__name__} lacks; build the collector as when saved."
+            )
+        setattr(collector, name, value.clone() if hasattr(value, "clone") else value)

@@ -1,4 +1,4 @@
-"""Ready-made trainer hooks: optimizer, replay buffer, minibatches, logging, evaluation.
+"""Ready-made trainer hooks: optimizer, replay buffer, minibatches, rewards, weights.
 
 The hook contract
 -----------------
@@ -13,9 +13,10 @@ for what each destination receives and returns). A hook *object* subclasses
 * optionally ``dumps(folder)`` / ``loads(folder)`` for large state saved as files
   (the replay buffer) instead of inside ``state.pt``.
 
-Log hooks (``pre_steps_log``, ``post_steps_log``, ``post_optim_log``) return
-``{name: value, "log_pbar": bool}`` or None. Leave values as tensors: the trainer reads
-them with one host sync per log interval, never per step.
+Log hooks (``pre_steps_log``, ``post_steps_log``, ``post_optim_log``; see
+:mod:`~torchrl_lite.trainers.log_hooks`) return ``{name: value, "log_pbar": bool}`` or
+None. Leave values as tensors: the trainer reads them with one host sync per log
+interval, never per step.
 
 Wiring, PPO-style (on-policy)::
 
@@ -29,14 +30,14 @@ Wiring, SAC/DQN-style (off-policy)::
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from tensordict import TensorDictBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.replay_buffers import PrioritizedSampler
-from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
-from torchrl_lite.trainers.checkpoint import env_state, load_env_state
 
 __all__ = [
     "TrainerHookBase",
@@ -45,17 +46,12 @@ __all__ = [
     "BatchSubSampler",
     "ShuffledMiniBatches",
     "ComputeAdvantage",
-    "LogScalar",
-    "LogReward",
-    "CountFramesLog",
     "RewardNormalizer",
     "UpdateWeights",
-    "Recorder",
     "ClearCudaCache",
 ]
 
 _MASK = ("collector", "mask")
-_EPISODE_REWARD = (K.NEXT, "episode_reward")
 
 
 class TrainerHookBase:
@@ -235,6 +231,7 @@ class ReplayBufferTrainer(TrainerHookBase):
             self.replay_buffer.update_tensordict_priority(batch)
 
     def state_dict(self) -> dict:
+        """The buffer's state (``Trainer.save`` uses :meth:`dumps` instead)."""
         return {"replay_buffer": self.replay_buffer.state_dict()} if self.save_buffer else {}
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -242,9 +239,12 @@ class ReplayBufferTrainer(TrainerHookBase):
             self.replay_buffer.load_state_dict(state_dict["replay_buffer"])
 
     def dumps(self, folder) -> None:
-        """Write the buffer under ``folder`` (used by ``Trainer.save``)."""
+        """Write the buffer under ``folder`` (used by ``Trainer.save``; empty without
+        ``save_buffer``)."""
         if self.save_buffer:
             self.replay_buffer.dumps(folder)
+        else:
+            Path(folder).mkdir(parents=True, exist_ok=True)
 
     def loads(self, folder) -> None:
         """Read the buffer written by :meth:`dumps` (used by ``Trainer.load``)."""
@@ -386,7 +386,9 @@ class BatchSubSampler(TrainerHookBase):
     def __init__(self, batch_size: int, sub_traj_len: int = 0):
         self.batch_size = _check_positive("BatchSubSampler", "batch_size", batch_size)
         if isinstance(sub_traj_len, bool) or not isinstance(sub_traj_len, int) or sub_traj_len < 0:
-            raise ValueError(f"BatchSubSampler: sub_traj_len must be an int >= 0, got {sub_traj_len!r}.")
+            raise ValueError(
+                f"BatchSubSampler: sub_traj_len must be an int >= 0, got {sub_traj_len!r}."
+            )
         self.sub_traj_len = sub_traj_len
 
     def __call__(self, batch: TensorDictBase) -> TensorDictBase:
@@ -416,3 +418,164 @@ class BatchSubSampler(TrainerHookBase):
         trainer.register_module(name, self)
 
 
+class RewardNormalizer(TrainerHookBase):
+    """Standardise rewards with running statistics (exponentially decayed) of collected ones.
+
+    ``update_reward_stats`` (batch_process) accumulates decayed sums of the collected
+    rewards; ``normalize_reward`` (process_optim_batch; register after the hook that
+    samples, e.g. ``ReplayBufferTrainer``) returns the sub-batch with
+    ``scale * (r - mean) / std`` in place of its reward (the stored data are untouched).
+
+    Args:
+        decay: weight of the past statistics at each update.
+        scale: multiplies the standardised reward.
+        eps: floor of the variance (default: the dtype's machine epsilon).
+        log_pbar: kept for TorchRL compatibility (nothing is logged).
+        reward_key: the reward entry (default ``("next", "reward")``).
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> norm = RewardNormalizer()
+        >>> batch = TensorDict(next=TensorDict(reward=torch.tensor([[1.0], [3.0]]),
+        ...     batch_size=[2]), batch_size=[2])
+        >>> norm.update_reward_stats(batch)
+        >>> norm.normalize_reward(batch)["next", "reward"].flatten()
+        tensor([-0.7071,  0.7071])
+    """
+
+    def __init__(
+        self,
+        decay: float = 0.999,
+        scale: float = 1.0,
+        eps: float | None = None,
+        log_pbar: bool = False,
+        reward_key=None,
+    ):
+        if not 0.0 <= decay <= 1.0:
+            raise ValueError(f"RewardNormalizer: decay must lie in [0, 1], got {decay}.")
+        self.decay, self.scale = float(decay), float(scale)
+        self.eps = eps
+        self.log_pbar = bool(log_pbar)
+        self.reward_key = (K.NEXT, K.REWARD) if reward_key is None else reward_key
+        self._stats: dict[str, torch.Tensor] = {}
+
+    @torch.no_grad()
+    def update_reward_stats(self, batch: TensorDictBase) -> None:
+        """Fold the batch's rewards into the running sums, mean and std."""
+        reward = _get(batch, self.reward_key, "RewardNormalizer").detach()
+        s = self._stats
+        zero = reward.new_zeros(())
+        total = s["sum"] = self.decay * s.get("sum", zero) + reward.sum()
+        ssq = s["ssq"] = self.decay * s.get("ssq", zero) + reward.pow(2).sum()
+        count = s["count"] = self.decay * s.get("count", zero) + reward.numel()
+        s["mean"] = total / count
+        var = (ssq - total.pow(2) / count) / (count - 1).clamp_min(1e-8)
+        eps = torch.finfo(reward.dtype).eps if self.eps is None else self.eps
+        s["std"] = var.clamp_min(eps).sqrt()
+
+    def normalize_reward(self, batch: TensorDictBase) -> TensorDictBase:
+        """``batch`` (a shallow copy) with its reward standardised."""
+        if "mean" not in self._stats:
+            raise RuntimeError(
+                "RewardNormalizer.normalize_reward ran before any update_reward_stats; "
+                "register the hook with normalizer.register(trainer)."
+            )
+        batch = batch.copy()
+        reward = _get(batch, self.reward_key, "RewardNormalizer")
+        mean = self._stats["mean"].to(reward.device)
+        std = self._stats["std"].to(reward.device)
+        batch.set(self.reward_key, (reward - mean) / std * self.scale)
+        return batch
+
+    def state_dict(self) -> dict:
+        return {"stats": dict(self._stats)}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._stats = dict(state_dict["stats"])
+
+    def register(self, trainer, name: str = "reward_normalizer") -> None:
+        trainer.register_op("batch_process", self.update_reward_stats)
+        trainer.register_op("process_optim_batch", self.normalize_reward)
+        trainer.register_module(name, self)
+
+
+# -- bookkeeping ----------------------------------------------------------------------
+class UpdateWeights(TrainerHookBase):
+    """Push the trained weights to the collector's policy every few batches.
+
+    Needed when the collector acts with a copy of the policy (another device, worker
+    processes); it calls ``collector.update_policy_weights_()``.
+
+    Args:
+        collector: the data collector.
+        update_weights_interval: batches between two updates.
+
+    Example:
+        >>> class Collector:
+        ...     updates = 0
+        ...     def update_policy_weights_(self):
+        ...         self.updates += 1
+        >>> hook = UpdateWeights(Collector(), update_weights_interval=2)
+        >>> for _ in range(4):
+        ...     hook()
+        >>> hook.collector.updates
+        2
+    """
+
+    def __init__(self, collector, update_weights_interval: int):
+        if not hasattr(collector, "update_policy_weights_"):
+            raise TypeError(
+                f"UpdateWeights needs a collector with update_policy_weights_(), got "
+                f"{type(collector).__name__}."
+            )
+        self.collector = collector
+        self.update_weights_interval = _check_positive(
+            "UpdateWeights", "update_weights_interval", update_weights_interval
+        )
+        self.counter = 0
+
+    def __call__(self) -> None:
+        self.counter += 1
+        if self.counter % self.update_weights_interval == 0:
+            self.collector.update_policy_weights_()
+
+    def state_dict(self) -> dict:
+        return {"counter": self.counter}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.counter = int(state_dict["counter"])
+
+    def register(self, trainer, name: str = "update_weights") -> None:
+        trainer.register_op("post_steps", self)
+        trainer.register_module(name, self)
+
+
+class ClearCudaCache(TrainerHookBase):
+    """Release cached CUDA memory every ``interval`` optimisation steps (no-op on CPU).
+
+    Args:
+        interval: optimisation steps between two ``torch.cuda.empty_cache()`` calls.
+
+    Example:
+        >>> hook = ClearCudaCache(interval=10)
+        >>> hook()
+    """
+
+    def __init__(self, interval: int):
+        self.interval = _check_positive("ClearCudaCache", "interval", interval)
+        self.count = 0
+
+    def __call__(self, *args, **kwargs) -> None:
+        self.count += 1
+        if self.count % self.interval == 0 and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def state_dict(self) -> dict:
+        return {"count": self.count}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.count = int(state_dict["count"])
+
+    def register(self, trainer, name: str = "clear_cuda_cache") -> None:
+        trainer.register_op("post_optim", self)
+        trainer.register_module(name, self)

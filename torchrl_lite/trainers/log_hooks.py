@@ -1,4 +1,25 @@
-# -- logging ---------------------------------------------------------------------------
+"""Logging and evaluation hooks: scalars of each batch, frame counts, evaluation episodes.
+
+Each returns ``{name: value, "log_pbar": bool}`` (or None) from a log destination
+(``pre_steps_log``, ``post_steps_log``); tensor values stay on their device until the
+trainer reads them all with one host sync per log interval.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+
+from torchrl_lite import _keys as K
+from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
+from torchrl_lite.trainers.checkpoint import env_state, load_env_state
+from torchrl_lite.trainers.hooks import _MASK, TrainerHookBase, _check_positive, _get
+
+__all__ = ["LogScalar", "LogReward", "CountFramesLog", "Recorder"]
+
+_EPISODE_REWARD = (K.NEXT, "episode_reward")
+
+
 def _reduce(value: torch.Tensor, mask: torch.Tensor | None, reduction: str) -> torch.Tensor:
     """Reduce ``value`` over the valid steps (``mask``, broadcast), with no host sync."""
     value = value.detach().float()
@@ -38,8 +59,8 @@ class LogScalar(TrainerHookBase):
                 f"LogScalar: reduction must be one of {self._REDUCTIONS}, got {reduction!r}."
             )
         self.key = key
-        self.logname = logname if logname is not None else (
-            "_".join(key) if isinstance(key, tuple) else key
+        self.logname = (
+            logname if logname is not None else ("_".join(key) if isinstance(key, tuple) else key)
         )
         self.log_pbar = bool(log_pbar)
         self.reduction = reduction
@@ -134,3 +155,145 @@ class CountFramesLog(TrainerHookBase):
     def register(self, trainer, name: str = "count_frames_log") -> None:
         trainer.register_op("pre_steps_log", self)
         trainer.register_module(name, self)
+
+
+class Recorder(TrainerHookBase):
+    """Run evaluation episodes every ``record_interval`` batches and log their return.
+
+    The rollout runs ``record_frames`` steps of ``environment`` (resetting done sub-envs)
+    under ``set_exploration_type(exploration_type)`` and ``torch.no_grad()``, with the
+    policy in eval mode. It logs ``out_keys[key]`` (default ``"r_evaluation"`` for the
+    reward: mean reward per frame) and ``"total_" + out_keys[key]`` (the mean return of the
+    episodes that ended, or of the whole rollout if none did) for the reward, and the mean
+    of any other ``log_keys``. Transforms of the env with a ``dump`` method (a
+    ``VideoRecorder``) are dumped after each evaluation.
+
+    Args:
+        record_interval: batches between two evaluations (the first batch evaluates).
+        record_frames: steps of each evaluation rollout.
+        frame_skip: env frames per step (the per-frame reward divides by it).
+        policy_exploration: the policy to evaluate.
+        environment: the evaluation env (keep it separate from the collector's).
+        exploration_type: ``ExplorationType.DETERMINISTIC`` (the default) evaluates the
+            mode of the policy, without exploration noise.
+        log_keys: the entries to log (default ``[("next", "reward")]``).
+        out_keys: ``{key: logged name}`` (default ``{("next", "reward"): "r_evaluation"}``).
+        suffix: passed to the video recorder's ``dump``.
+        log_pbar: also show the values on the progress bar.
+        recorder: an alias of ``environment`` (TorchRL's older name).
+
+    Example:
+        >>> from torchrl_lite.envs import PendulumEnv, StepCounter, TransformedEnv
+        >>> env = TransformedEnv(PendulumEnv(seed=0), StepCounter(max_steps=10))
+        >>> rec = Recorder(record_interval=1, record_frames=20, environment=env,
+        ...     policy_exploration=lambda td: td.set("action", torch.zeros(1)))
+        >>> out = rec()
+        >>> sorted(out), out["total_r_evaluation"] < 0
+        (['log_pbar', 'r_evaluation', 'total_r_evaluation'], True)
+    """
+
+    def __init__(
+        self,
+        *,
+        record_interval: int,
+        record_frames: int,
+        frame_skip: int = 1,
+        policy_exploration,
+        environment=None,
+        exploration_type: ExplorationType = ExplorationType.DETERMINISTIC,
+        log_keys=None,
+        out_keys=None,
+        suffix: str | None = None,
+        log_pbar: bool = False,
+        recorder=None,
+    ):
+        environment = recorder if environment is None else environment
+        if environment is None or not hasattr(environment, "rollout"):
+            raise TypeError(
+                f"Recorder needs an environment with rollout(), got {type(environment).__name__}."
+            )
+        self.record_interval = _check_positive("Recorder", "record_interval", record_interval)
+        self.record_frames = _check_positive("Recorder", "record_frames", record_frames)
+        self.frame_skip = _check_positive("Recorder", "frame_skip", frame_skip)
+        self.policy_exploration = policy_exploration
+        self.environment = environment
+        self.exploration_type = exploration_type
+        self.log_keys = [(K.NEXT, K.REWARD)] if log_keys is None else list(log_keys)
+        names = {(K.NEXT, K.REWARD): "r_evaluation"}
+        names.update(out_keys or {})
+        self.out_keys = {
+            k: names.get(k, "_".join(k) if isinstance(k, tuple) else k) for k in self.log_keys
+        }
+        self.suffix = suffix
+        self.log_pbar = bool(log_pbar)
+        self._count = 0
+
+    def __call__(self, batch: TensorDictBase | None = None) -> dict | None:
+        out = None
+        if self._count % self.record_interval == 0:
+            rollout = self._rollout()
+            out = {}
+            for key in self.log_keys:
+                value = _get(rollout, key, "Recorder").float()
+                name = self.out_keys[key]
+                if key == (K.NEXT, K.REWARD):
+                    done = _get(rollout, (K.NEXT, K.DONE), "Recorder")
+                    out[name] = value.mean().item() / self.frame_skip
+                    out["total_" + name] = _mean_return(value, done)
+                else:
+                    out[name] = value.mean().item()
+            out["log_pbar"] = self.log_pbar
+            self._dump_videos()
+        self._count += 1
+        return out
+
+    def _rollout(self) -> TensorDictBase:
+        policy = self.policy_exploration
+        was_training = isinstance(policy, torch.nn.Module) and policy.training
+        if was_training:
+            policy.eval()
+        try:
+            with set_exploration_type(self.exploration_type), torch.no_grad():
+                return self.environment.rollout(
+                    self.record_frames, policy=policy, auto_reset=True, break_when_any_done=False
+                )
+        finally:
+            if was_training:
+                policy.train()
+
+    def _dump_videos(self) -> None:
+        transform = getattr(self.environment, "transform", None)
+        for t in transform if transform is not None else ():
+            dump = getattr(t, "dump", None)
+            if callable(dump):
+                dump(suffix=self.suffix)
+
+    def state_dict(self) -> dict:
+        return {"count": self._count, "env": env_state(self.environment)}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        load_env_state(self.environment, state_dict["env"])
+        self._count = int(state_dict["count"])
+
+    def register(self, trainer, name: str = "recorder") -> None:
+        trainer.register_op("post_steps_log", self)
+        trainer.register_module(name, self)
+
+
+def _mean_return(reward: torch.Tensor, done: torch.Tensor) -> float:
+    """Mean return of the episodes that end in a ``[*B, T, 1]`` rollout (else of the rows)."""
+    steps = reward.shape[-2]
+    rewards = reward.reshape(-1, steps).tolist()  # [N, T]
+    dones = done.reshape(-1, steps).tolist()
+    complete, partial = [], []
+    for r_row, d_row in zip(rewards, dones):
+        acc = 0.0
+        for r, d in zip(r_row, d_row):
+            acc += r
+            if d:
+                complete.append(acc)
+                acc = 0.0
+        if not d_row[-1]:
+            partial.append(acc)
+    returns = complete or partial
+    return sum(returns) / len(returns)

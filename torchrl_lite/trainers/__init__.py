@@ -1,0 +1,39 @@
+"""Trainers: the ``Trainer`` loop, its hooks, and checkpoints that resume exactly.
+
+Example:
+    >>> from torchrl_lite.trainers import Trainer, ReplayBufferTrainer, LogReward
+"""
+
+from torchrl_lite.trainers.checkpoint import load_checkpoint, save_checkpoint
+from torchrl_lite.trainers.hooks import (
+    BatchSubSampler,
+    ClearCudaCache,
+    ComputeAdvantage,
+    OptimizerHook,
+    ReplayBufferTrainer,
+    RewardNormalizer,
+    ShuffledMiniBatches,
+    TrainerHookBase,
+    UpdateWeights,
+)
+from torchrl_lite.trainers.log_hooks import CountFramesLog, LogReward, LogScalar, Recorder
+from torchrl_lite.trainers.trainers import Trainer
+
+__all__ = [
+    "Trainer",
+    "TrainerHookBase",
+    "OptimizerHook",
+    "ReplayBufferTrainer",
+    "ShuffledMiniBatches",
+    "ComputeAdvantage",
+    "BatchSubSampler",
+    "RewardNormalizer",
+    "UpdateWeights",
+    "ClearCudaCache",
+    "LogScalar",
+    "LogReward",
+    "CountFramesLog",
+    "Recorder",
+    "save_checkpoint",
+    "load_checkpoint",
+]
