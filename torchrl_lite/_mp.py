@@ -24,6 +24,7 @@ import torch
 
 __all__ = [
     "CloudPickled",
+    "RemoteKeyError",
     "death_message",
     "error_info",
     "parent_alive",
@@ -32,11 +33,21 @@ __all__ = [
     "stop_processes",
 ]
 
+
+
+class RemoteKeyError(KeyError):
+    """A worker's KeyError, printed as its message (KeyError would print it quoted)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 # exception types rebuilt as themselves in the parent (their constructor takes a message)
 _REBUILT = {
     cls.__name__: cls
-    for cls in (ValueError, TypeError, KeyError, RuntimeError, NotImplementedError, IndexError)
+    for cls in (ValueError, TypeError, RuntimeError, NotImplementedError, IndexError)
 }
+_REBUILT["KeyError"] = RemoteKeyError
 
 
 def start_method(method: str | None, owner: str) -> str:

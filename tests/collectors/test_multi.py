@@ -141,7 +141,7 @@ def test_multi_sync_same_batches_as_serial_and_parallel_envs(no_leftover_workers
 
 def test_multi_spawn_start_method(no_leftover_workers):
     with MultiSyncDataCollector(
-        [lambda: CountingEnv(limit=3)] * 2,
+        [lambda: CountingEnv(limit=3)],
         constant_policy(0.5),
         frames_per_batch=6,
         mp_start_method="spawn",
@@ -190,20 +190,33 @@ def test_multi_async_policy_update_reaches_workers(no_leftover_workers):
     assert all(actions <= {0.5, -0.5} for actions in after.values())
 
 
-def test_multi_async_seed_snippet(no_leftover_workers):
+class PixelPolicy(torch.nn.Module):
+    """A tiny policy on pixels: a linear function of the mean brightness."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(1, 1)
+
+    def forward(self, pixels):
+        return torch.tanh(self.linear(pixels.float().mean((-3, -2, -1)).unsqueeze(-1) / 255))
+
+
+@pytest.mark.parametrize(
+    "total_frames", [500, pytest.param(10000, marks=pytest.mark.slow)], ids=["short", "seed"]
+)
+def test_multi_async_seed_snippet(total_frames, no_leftover_workers):
     """The seed's MultiaSyncDataCollector loop as written (devices "cpu")."""
     from tensordict.nn import TensorDictModule
-    from torch import nn
 
     env_make = lambda: GymEnv("Pendulum-v1", from_pixels=True)  # noqa: E731
-    policy = TensorDictModule(nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
+    policy = TensorDictModule(PixelPolicy(), in_keys=["pixels"], out_keys=["action"])
     loss_module = lambda td: (policy(td.clone())["action"] ** 2).mean()  # noqa: E731
     optim = torch.optim.SGD(policy.parameters(), lr=0.01)
     collector = MultiaSyncDataCollector(
         [env_make, env_make],
         policy=policy,
         devices=["cpu", "cpu"],
-        total_frames=1000,
+        total_frames=total_frames,
         frames_per_batch=50,
     )
     for i, tensordict_data in enumerate(collector):
@@ -213,4 +226,5 @@ def test_multi_async_seed_snippet(no_leftover_workers):
         optim.zero_grad()
         collector.update_policy_weights_()
     collector.shutdown()
-    assert i == 19 and tensordict_data["pixels"].shape[0] == 50
+    assert i == total_frames // 50 - 1
+    assert tensordict_data["pixels"].shape[0] == 50

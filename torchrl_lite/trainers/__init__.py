@@ -6,17 +6,15 @@ Example:
 
 from torchrl_lite.trainers.checkpoint import load_checkpoint, save_checkpoint
 from torchrl_lite.trainers.hooks import (
-    BatchSubSampler,
     ClearCudaCache,
-    ComputeAdvantage,
     OptimizerHook,
     ReplayBufferTrainer,
     RewardNormalizer,
-    ShuffledMiniBatches,
     TrainerHookBase,
     UpdateWeights,
 )
 from torchrl_lite.trainers.log_hooks import CountFramesLog, LogReward, LogScalar, Recorder
+from torchrl_lite.trainers.minibatches import BatchSubSampler, ComputeAdvantage, ShuffledMiniBatches
 from torchrl_lite.trainers.trainers import Trainer
 
 __all__ = [

@@ -206,7 +206,15 @@ def _sigint_deferred():
 
 # -- RNG states -----------------------------------------------------------------------
 def rng_state() -> dict:
-    """The global RNG states: torch (and CUDA when in use), numpy, python ``random``."""
+    """The global RNG states: torch (and CUDA when in use), numpy, python ``random``.
+
+    Example:
+        >>> state = rng_state()
+        >>> a = torch.rand(2)
+        >>> set_rng_state(state)
+        >>> torch.equal(torch.rand(2), a)
+        True
+    """
     state = {
         "torch": torch.get_rng_state(),
         "numpy": np.random.get_state(),

@@ -262,11 +262,9 @@ class Recorder(TrainerHookBase):
                 policy.train()
 
     def _dump_videos(self) -> None:
-        transform = getattr(self.environment, "transform", None)
-        for t in transform if transform is not None else ():
-            dump = getattr(t, "dump", None)
-            if callable(dump):
-                dump(suffix=self.suffix)
+        dump = getattr(getattr(self.environment, "transform", None), "dump", None)
+        if callable(dump):  # a Compose dumps each of its transforms (VideoRecorder writes)
+            dump(suffix=self.suffix)
 
     def state_dict(self) -> dict:
         return {"count": self._count, "env": env_state(self.environment)}
