@@ -1,13 +1,28 @@
 """The ``torchrl-lite`` command (also ``python -m torchrl_lite``).
 
-``torchrl-lite demo --env CartPole-v1``: roll out a random policy in a gymnasium env and
-print a summary (episodes, returns, frames per second).
+    torchrl-lite train ALGO --env ID [--frames N] [--seed S] [--logger csv|tensorboard|wandb]
+                       [--out DIR] [--resume DIR] [key=value ...]
+    torchrl-lite eval DIR [--episodes N] [--video out.mp4]
+    torchrl-lite bench
+    torchrl-lite demo --env ID   (a random-policy rollout)
+
+``train`` writes to its output folder: ``config.json``, ``checkpoint/`` (resumable),
+``logs/`` (the logger's files, with ``metrics.csv`` for csv), ``episodes.csv`` (frames and
+return of every training episode) and ``learning_curve.png``.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -19,14 +34,206 @@ def episode_returns(rollout) -> list[float]:
     reward = rollout.get((K.NEXT, K.REWARD)).reshape(-1, rollout.batch_size[-1])  # [B, T]
     done = rollout.get((K.NEXT, K.DONE)).reshape(-1, rollout.batch_size[-1])  # [B, T]
     returns = []
-    for r_row, d_row in zip(reward, done):
+    for r_row, d_row in zip(reward.tolist(), done.tolist()):
         total = 0.0
-        for r, d in zip(r_row.tolist(), d_row.tolist()):
+        for r, d in zip(r_row, d_row):
             total += r
             if d:
                 returns.append(total)
                 total = 0.0
     return returns
+
+
+# -- train -------------------------------------------------------------------------------
+
+
+def _parse_overrides(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"Overrides are key=value, got {item!r}.")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _config_path(folder: Path) -> Path:
+    return folder / "config.json"
+
+
+def _load_run(folder: Path):
+    """The recipe and config saved in a run folder."""
+    from torchrl_lite.recipes import get_recipe
+
+    path = _config_path(folder)
+    if not path.is_file():
+        raise FileNotFoundError(f"No run in {folder}: {path} is missing.")
+    try:
+        saved = json.loads(path.read_text())
+        recipe = get_recipe(saved["algo"])
+        cfg = recipe.Config(**{k: _from_json(v) for k, v in saved["config"].items()})
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path} is not a valid run config: {err}") from err
+    return recipe, cfg
+
+
+def _from_json(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def train(args) -> dict:
+    """Build the recipe, train, write the run folder; returns a summary dict."""
+    from torchrl_lite.recipes import config_for, get_recipe
+    from torchrl_lite.recipes.common import EpisodeReturns, apply_overrides
+    from torchrl_lite.record import get_logger
+
+    overrides = _parse_overrides(args.overrides)
+    if args.resume:
+        out = Path(args.resume)
+        recipe, cfg = _load_run(out)
+        if not (out / "checkpoint").exists():
+            raise FileNotFoundError(f"Cannot resume: no checkpoint in {out / 'checkpoint'}.")
+    else:
+        recipe = get_recipe(args.algo)
+        changes = {k: v for k, v in (("frames", args.frames), ("seed", args.seed)) if v is not None}
+        cfg = config_for(recipe, args.env, **changes)
+        out = Path(args.out or f"runs/{recipe.ALGO}-{cfg.env.replace('/', '-')}-s{cfg.seed}")
+    cfg = apply_overrides(cfg, overrides)
+    target = cfg.target if cfg.target is not None else recipe.TARGETS.get(cfg.env)
+
+    # everything is built (and every input checked) before the run folder is touched
+    logger_kind = None if args.logger == "none" else args.logger
+    trainer, policy = recipe.make_trainer(
+        cfg, checkpoint=out / "checkpoint", progress_bar=not args.quiet
+    )
+    episodes = EpisodeReturns(window=10, target=target)
+    episodes.register(trainer)
+    if args.resume:
+        trainer.load(out / "checkpoint")
+    out.mkdir(parents=True, exist_ok=True)
+    _config_path(out).write_text(
+        json.dumps({"algo": recipe.ALGO, "config": dataclasses.asdict(cfg)}, indent=2)
+    )
+    if logger_kind:
+        trainer.logger = get_logger(logger_kind, logger_name=str(out), experiment_name="logs")
+        trainer.logger.log_hparams(cfg)
+    start = time.perf_counter()
+    interrupted = False
+    try:
+        trainer.train()
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"\ninterrupted: the last checkpoint in {out / 'checkpoint'} is intact", flush=True)
+    seconds = time.perf_counter() - start
+    _write_episodes(out / "episodes.csv", episodes.history)
+    _plot_curve(out / "learning_curve.png", episodes.history, f"{recipe.ALGO} on {cfg.env}", target)
+    summary = {
+        "algo": recipe.ALGO,
+        "env": cfg.env,
+        "frames": trainer.collected_frames,
+        "seconds": round(seconds, 1),
+        "episodes": len(episodes.history),
+        "mean_return_last10": episodes.running_mean(),
+        "target": target,
+        "solved_at_frames": episodes.solved_at,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(
+        f"{recipe.ALGO} on {cfg.env}: {summary['frames']} frames in {seconds:.0f}s, "
+        f"mean return (last 10 episodes) {summary['mean_return_last10']:.1f}"
+        + (
+            f", target {target} reached at {episodes.solved_at} frames"
+            if episodes.solved_at
+            else ""
+        )
+        + f"; run folder {out}",
+        flush=True,
+    )
+    if trainer.logger is not None:
+        trainer.logger.close()
+    if interrupted:
+        raise SystemExit(130)
+    return summary
+
+
+def _write_episodes(path: Path, history) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["frames", "episode_return"])
+        writer.writerows(history)
+
+
+def _plot_curve(path: Path, history, title: str, target) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if history:
+        frames, returns = zip(*history)
+        window = [
+            sum(returns[max(0, i - 9) : i + 1]) / len(returns[max(0, i - 9) : i + 1])
+            for i in range(len(returns))
+        ]
+        ax.plot(frames, returns, ".", alpha=0.3, label="episode return")
+        ax.plot(frames, window, "-", label="mean of last 10")
+    if target is not None:
+        ax.axhline(target, color="gray", linestyle="--", label=f"target {target}")
+    ax.set_xlabel("frames")
+    ax.set_ylabel("return")
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# -- eval --------------------------------------------------------------------------------
+
+
+def evaluate(
+    folder: str,
+    episodes: int = 10,
+    video: str | None = None,
+    quiet: bool = True,
+    max_steps: int = 2_000,
+) -> tuple[float, float]:
+    """Mean and std of the deterministic policy's return over ``episodes`` episodes.
+
+    Each episode runs until done or ``max_steps`` steps.
+    """
+    from torchrl_lite.envs import ExplorationType, set_exploration_type
+    from torchrl_lite.trainers.checkpoint import load_checkpoint
+
+    run = Path(folder)
+    recipe, cfg = _load_run(run)
+    state, _ = load_checkpoint(run / "checkpoint")
+    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
+    trainer.loss_module.load_state_dict(state["loss_module"])  # the policy's weights
+    getattr(trainer.collector, "shutdown", lambda: None)()
+    env_kwargs = {"from_pixels": True, "pixels_only": False} if video else {}
+    env = recipe.make_eval_env(cfg, **env_kwargs)
+    returns, frames = [], []
+    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        for _ in range(episodes):
+            rollout = env.rollout(max_steps, policy, break_when_any_done=True)
+            returns.append(float(rollout.get((K.NEXT, K.REWARD)).sum()))
+            if video:
+                frames.append(rollout.get((K.NEXT, K.PIXELS)))
+    env.close()
+    mean = sum(returns) / len(returns)
+    std = math.sqrt(sum((r - mean) ** 2 for r in returns) / len(returns))
+    if video:
+        import imageio.v2 as imageio
+
+        imageio.mimsave(video, torch.cat(frames).numpy(), fps=30)
+    if not quiet:
+        print(f"mean return: {mean:.1f} +/- {std:.1f} over {episodes} episodes", flush=True)
+    return mean, std
+
+
+# -- demo / bench ------------------------------------------------------------------------
 
 
 def demo(env_id: str, num_envs: int, steps: int, seed: int) -> dict:
@@ -58,17 +265,70 @@ def demo(env_id: str, num_envs: int, steps: int, seed: int) -> dict:
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="torchrl-lite", description=__doc__.splitlines()[0])
+def bench() -> int:
+    """Run the repository's benchmarks (``benchmarks/run_all.py``)."""
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "run_all.py"
+    if not script.is_file():
+        raise FileNotFoundError(f"The benchmarks live in the source checkout; {script} is missing.")
+    return subprocess.call([sys.executable, script.name], cwd=script.parent)
+
+
+# -- entry point -------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="torchrl-lite", description="torchrl_lite command line")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_demo = sub.add_parser("demo", help="random-policy rollout with a summary")
-    p_demo.add_argument("--env", default="CartPole-v1", help="gymnasium env id")
-    p_demo.add_argument("--num-envs", type=int, default=4, help="vectorized copies (0: one env)")
-    p_demo.add_argument("--steps", type=int, default=500, help="rollout length")
-    p_demo.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        demo(args.env, args.num_envs, args.steps, args.seed)
+    p = sub.add_parser("train", help="train an agent with a recipe")
+    p.add_argument(
+        "algo",
+        nargs="?",
+        default=None,
+        help="ppo, a2c, dqn, ddpg, td3, sac, redq, cql, iql, td3_bc",
+    )
+    p.add_argument("--env", default=None, help="gymnasium id or dm_control/DOMAIN-TASK")
+    p.add_argument("--frames", type=int, default=None, help="frame budget")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--logger", default="csv", choices=["csv", "tensorboard", "wandb", "none"])
+    p.add_argument("--out", default=None, help="run folder (default runs/ALGO-ENV-sSEED)")
+    p.add_argument("--resume", default=None, help="continue the run in this folder")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("overrides", nargs="*", help="config overrides key=value")
+    p = sub.add_parser("eval", help="evaluate a trained run deterministically")
+    p.add_argument("run", help="run folder written by train")
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--video", default=None, help="write an mp4 of the episodes")
+    sub.add_parser("bench", help="run the benchmarks (source checkout)")
+    p = sub.add_parser("demo", help="random-policy rollout with a summary")
+    p.add_argument("--env", default="CartPole-v1", help="gymnasium env id")
+    p.add_argument("--num-envs", type=int, default=4, help="vectorized copies (0: one env)")
+    p.add_argument("--steps", type=int, default=500, help="rollout length")
+    p.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    torch.set_num_threads(int(os.environ.get("TORCHRL_LITE_THREADS", "1")))
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "train":
+            if args.algo is None and not args.resume:
+                raise ValueError(
+                    "train needs an algorithm (e.g. `torchrl-lite train ppo`) or --resume DIR."
+                )
+            # the first positional may be an override when only --resume is given
+            if args.resume and args.algo and "=" in args.algo:
+                args.overrides.insert(0, args.algo)
+            train(args)
+        elif args.command == "eval":
+            evaluate(args.run, args.episodes, args.video, quiet=False)
+        elif args.command == "bench":
+            return bench()
+        else:
+            demo(args.env, args.num_envs, args.steps, args.seed)
+    except (ValueError, FileNotFoundError, ImportError) as err:
+        print(f"torchrl-lite: error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

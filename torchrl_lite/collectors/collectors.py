@@ -169,7 +169,6 @@ class DataCollectorBase:
         self.replay_buffer = replay_buffer
         self._frames = 0
         self._iter = 0
-        self._iterator = None
         self.closed = False
 
     # -- what a collector implements -------------------------------------------------
@@ -185,26 +184,28 @@ class DataCollectorBase:
                 f"{type(self).__name__} was shut down; create a new one to collect more.{extra}"
             )
 
+    def _budget_left(self) -> bool:
+        return self.total_frames < 0 or self._frames < self.total_frames
+
+    def _next_batch(self) -> TensorDictBase | None:
+        batch = self._collect_batch(self._frames < self.init_random_frames)
+        self._frames += batch.numel()
+        self._iter += 1
+        return self._deliver(batch)
+
     def iterator(self) -> Iterator[TensorDictBase | None]:
         """Yield batches until ``total_frames`` frames were collected (forever if -1)."""
         self._check_open()
-        while self.total_frames < 0 or self._frames < self.total_frames:
-            batch = self._collect_batch(self._frames < self.init_random_frames)
-            self._frames += batch.numel()
-            self._iter += 1
-            yield self._deliver(batch)
+        while self._budget_left():
+            yield self._next_batch()
 
     def __iter__(self) -> Iterator[TensorDictBase | None]:
         return self.iterator()
 
     def next(self) -> TensorDictBase | None:
         """The next batch (``None`` once ``total_frames`` frames were collected)."""
-        if self._iterator is None:
-            self._iterator = self.iterator()
-        try:
-            return next(self._iterator)
-        except StopIteration:
-            return None
+        self._check_open()
+        return self._next_batch() if self._budget_left() else None
 
     def __len__(self) -> int:
         if self.total_frames < 0:

@@ -391,6 +391,8 @@ class _MultiDataCollector(DataCollectorBase):
                 if not ready:
                     for w in pending:
                         if not self._procs[w].is_alive():
+                            if self._conns[w].poll(0):  # its last words: read them first
+                                self._read(w, what)
                             message = death_message(self._procs[w], self._where(w), what)
                             self._fail(RuntimeError(message))
                 for conn in ready:

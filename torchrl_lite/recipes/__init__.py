@@ -1,0 +1,54 @@
+"""Ready-made builders per algorithm, used by the CLI and readable as examples.
+
+Each recipe module has a frozen ``Config`` dataclass (defaults that learn), builders
+(``make_train_env``, ``make_eval_env``, networks, loss) and ``make_trainer(cfg, logger,
+checkpoint, progress_bar) -> (trainer, policy)``, plus ``ALGO``, ``ACTIONS`` (the action
+space it needs), ``TARGETS`` (returns the learning benchmark aims at) and
+``ENV_DEFAULTS`` (settings per env family).
+
+Example:
+    >>> recipe = get_recipe("ppo")
+    >>> recipe.Config().env
+    'Pendulum-v1'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+
+__all__ = ["RECIPES", "get_recipe", "config_for"]
+
+RECIPES = {
+    "ppo": "torchrl_lite.recipes.ppo",
+    "a2c": "torchrl_lite.recipes.a2c",
+    "dqn": "torchrl_lite.recipes.dqn",
+    "ddpg": "torchrl_lite.recipes.ddpg",
+    "td3": "torchrl_lite.recipes.td3",
+    "sac": "torchrl_lite.recipes.sac",
+    "redq": "torchrl_lite.recipes.redq",
+    "cql": "torchrl_lite.recipes.cql",
+    "iql": "torchrl_lite.recipes.iql",
+    "td3_bc": "torchrl_lite.recipes.td3_bc",
+}
+
+
+def get_recipe(name: str):
+    """The recipe module of an algorithm; ValueError naming the known ones otherwise."""
+    key = name.lower().replace("-", "_").replace("+", "_")
+    if key not in RECIPES:
+        close = difflib.get_close_matches(key, list(RECIPES), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"Unknown algorithm {name!r}.{hint} Known: {', '.join(RECIPES)}.")
+    return importlib.import_module(RECIPES[key])
+
+
+def config_for(recipe, env: str | None = None, **changes):
+    """The recipe's ``Config`` for ``env`` (with its env-family defaults) and ``changes``."""
+    cfg = recipe.Config()
+    env = env or cfg.env
+    for prefix, defaults in getattr(recipe, "ENV_DEFAULTS", {}).items():
+        if env.startswith(prefix):
+            cfg = dataclasses.replace(cfg, **defaults)
+    return dataclasses.replace(cfg, env=env, **changes)

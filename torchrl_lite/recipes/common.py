@@ -1,0 +1,204 @@
+"""What every recipe shares: env ids to envs, episode-return tracking, small networks.
+
+Env ids are gymnasium ids (``"Pendulum-v1"``) or ``"dm_control/DOMAIN-TASK"``
+(``"dm_control/cartpole-swingup"``). Every recipe env carries a ``RewardSum`` transform,
+so finished episodes report their return in ``("next", "episode_reward")``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from torchrl_lite import _keys as K
+from torchrl_lite.data import Bounded, Categorical, OneHot, TensorSpec
+from torchrl_lite.envs import (
+    CatTensors,
+    DoubleToFloat,
+    EnvBase,
+    GymEnv,
+    RewardSum,
+    TransformedEnv,
+)
+from torchrl_lite.trainers.hooks import TrainerHookBase
+
+__all__ = [
+    "EpisodeReturns",
+    "action_kind",
+    "apply_overrides",
+    "make_env",
+    "mlp",
+    "whole_batches",
+]
+
+DM_CONTROL_PREFIX = "dm_control/"
+
+
+def make_env(env_id: str, num_envs: int = 0, seed: int | None = None, **kwargs) -> EnvBase:
+    """A recipe env: gymnasium (vectorized when ``num_envs``) or dm_control, with RewardSum.
+
+    dm_control envs get their dict observation concatenated into one float32
+    ``"observation"``; ``num_envs`` copies of them run in a ``SerialEnv``.
+    """
+    if env_id.startswith(DM_CONTROL_PREFIX):
+        from torchrl_lite.envs import SerialEnv
+        from torchrl_lite.envs.libs.dm_control import DMControlEnv
+
+        domain, _, task = env_id[len(DM_CONTROL_PREFIX) :].partition("-")
+
+        def one():
+            base = DMControlEnv(domain, task, **kwargs)
+            keys = list(base.observation_spec.keys())
+            return TransformedEnv(
+                base, DoubleToFloat(), CatTensors(in_keys=keys, out_key=K.OBSERVATION)
+            )
+
+        env = SerialEnv(num_envs, one) if num_envs else one()
+        env = TransformedEnv(env, RewardSum())
+    else:
+        env = TransformedEnv(GymEnv(env_id, num_envs=num_envs, **kwargs), RewardSum())
+    if seed is not None:
+        env.set_seed(seed)
+    return env
+
+
+def whole_batches(frames: int, frames_per_batch: int) -> int:
+    """``frames`` rounded up to whole collector batches."""
+    return -(-frames // frames_per_batch) * frames_per_batch
+
+
+def action_kind(spec: TensorSpec) -> str:
+    """``"continuous"`` (Bounded float), ``"discrete"`` (OneHot/Categorical) or ``"other"``."""
+    if isinstance(spec, (OneHot, Categorical)):
+        return "discrete"
+    if isinstance(spec, Bounded) and spec.dtype.is_floating_point:
+        return "continuous"
+    return "other"
+
+
+def check_action_kind(env: EnvBase, wanted: str, algo: str) -> None:
+    """Raise ValueError when the algorithm cannot act in the env (e.g. DQN, continuous)."""
+    kind = action_kind(env.action_spec)
+    if kind != wanted:
+        raise ValueError(
+            f"{algo} needs a {wanted} action space, but this env's action spec is "
+            f"{type(env.action_spec).__name__} ({kind}). Pick an algorithm for {kind} "
+            f"actions ({'dqn' if kind == 'discrete' else 'ppo, sac, td3'})."
+        )
+
+
+def mlp(in_features: int, out_features: int, hidden: int, depth: int, act=nn.Tanh) -> nn.Module:
+    """A plain MLP: ``depth`` hidden layers of ``hidden`` units."""
+    layers, width = [], in_features
+    for _ in range(depth):
+        layers += [nn.Linear(width, hidden), act()]
+        width = hidden
+    layers.append(nn.Linear(width, out_features))
+    return nn.Sequential(*layers)
+
+
+def apply_overrides(config, overrides: dict[str, str]):
+    """A copy of a frozen config dataclass with ``key=value`` strings applied.
+
+    Values are parsed by the field's type; an unknown key raises ValueError naming the
+    closest field.
+    """
+    fields = {f.name: f for f in dataclasses.fields(config)}
+    changes = {}
+    for key, text in overrides.items():
+        if key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f"Unknown option {key!r} for {type(config).__name__}.{hint} "
+                f"Options: {', '.join(sorted(fields))}."
+            )
+        changes[key] = _parse(text, type(getattr(config, key)), key)
+    return dataclasses.replace(config, **changes)
+
+
+def _parse(text, kind: type, key: str):
+    if not isinstance(text, str):
+        return text
+    try:
+        if kind is bool:
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+        if kind is int:
+            return int(float(text)) if "e" in text.lower() else int(text)
+        if kind is float:
+            return float(text)
+        if kind is tuple:
+            return tuple(int(v) for v in text.strip("()[]").split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"Option {key}={text!r} is not a valid {kind.__name__}.") from None
+    return text
+
+
+class EpisodeReturns(TrainerHookBase):
+    """Track the returns of finished training episodes; stop at a target mean.
+
+    Reads ``("next", "episode_reward")`` where ``("next", "done")`` is set (a
+    ``RewardSum`` transform writes it), keeps ``(frames, return)`` per episode, logs
+    ``"episode_return"`` (the mean of the last ``window`` episodes) at each batch, and
+    ends training once that mean reaches ``target`` (with at least ``window`` episodes).
+
+    Args:
+        window: episodes in the running mean.
+        target: stop when the running mean reaches it (None: never stop).
+        on_episode: optional callback ``(frames, return)`` for each finished episode.
+    """
+
+    def __init__(self, window: int = 10, target: float | None = None, on_episode=None):
+        self.window = window
+        self.target = target
+        self.on_episode: Callable | None = on_episode
+        self.history: list[tuple[int, float]] = []
+        self.solved_at: int | None = None
+        self._trainer = None
+
+    def running_mean(self) -> float:
+        last = [r for _, r in self.history[-self.window :]]
+        return sum(last) / len(last) if last else -math.inf
+
+    def __call__(self, batch):
+        done = batch.get((K.NEXT, K.DONE)).reshape(batch.batch_size)  # [*B, T]
+        returns = batch.get((K.NEXT, "episode_reward")).reshape(batch.batch_size)
+        frames = self._trainer.collected_frames if self._trainer is not None else 0
+        for value in returns[done].tolist():  # one host sync per batch
+            self.history.append((frames, value))
+            if self.on_episode is not None:
+                self.on_episode(frames, value)
+        if self.history:
+            mean = self.running_mean()
+            if (
+                self.target is not None
+                and self.solved_at is None
+                and len(self.history) >= self.window
+                and mean >= self.target
+            ):
+                self.solved_at = frames
+                if self._trainer is not None:  # finish after this batch's updates
+                    self._trainer.total_frames = frames
+            return {"episode_return": torch.tensor(mean), "log_pbar": True}
+        return None
+
+    def state_dict(self) -> dict:
+        return {"history": list(self.history), "solved_at": self.solved_at}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history = [tuple(h) for h in state["history"]]
+        self.solved_at = state["solved_at"]
+
+    def register(self, trainer, name: str = "episode_returns") -> None:
+        self._trainer = trainer
+        trainer.register_op("pre_steps_log", self)
+        trainer.register_module(name, self)
