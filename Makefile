@@ -28,8 +28,12 @@ system-deps:
 	  else echo "warning: install libegl1 libopengl0 libgl1-mesa-dri for MuJoCo pixel rendering"; fi; \
 	fi
 
+# The main job: train PPO on Pendulum-v1 until the mean return of the last 10 episodes
+# reaches -200 (about a minute), then evaluate the deterministic policy.
+RUN ?= runs/ppo-pendulum
 train: install
-	$(BIN)/python -m torchrl_lite demo --env CartPole-v1 --num-envs 4 --steps 500
+	$(BIN)/python -m torchrl_lite train ppo --env Pendulum-v1 --out $(RUN)
+	$(BIN)/python -m torchrl_lite eval $(RUN) --episodes 10
 
 lint: install
 	$(BIN)/ruff check .

@@ -65,9 +65,7 @@ def main() -> None:
     sync = timeit(lambda: run_batches(it, BATCHES), repeats=REPEATS)
     single.shutdown()
 
-    multi = MultiSyncDataCollector(
-        [make_env, make_env], policy, frames_per_batch=FRAMES_PER_BATCH
-    )
+    multi = MultiSyncDataCollector([make_env, make_env], policy, frames_per_batch=FRAMES_PER_BATCH)
     it = iter(multi)
     two = timeit(lambda: run_batches(it, BATCHES), repeats=REPEATS)
     multi.shutdown()

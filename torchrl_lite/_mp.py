@@ -34,7 +34,6 @@ __all__ = [
 ]
 
 
-
 class RemoteKeyError(KeyError):
     """A worker's KeyError, printed as its message (KeyError would print it quoted)."""
 

@@ -309,7 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(int(os.environ.get("TORCHRL_LITE_THREADS", "1")))
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and (args.command != "train" or any("=" not in item for item in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:  # key=value overrides given after options
+        args.overrides += extra
     try:
         if args.command == "train":
             if args.algo is None and not args.resume:

@@ -126,7 +126,11 @@ def bad_weights():
     good = TensorDict.from_module(constant_policy()).data
     yield "missing", good.exclude(("module", "bias")), ValueError
     yield "unexpected", good.clone().set("extra", torch.zeros(1)), ValueError
-    yield "shape", TensorDict.from_module(TensorDictModule(nn.Linear(2, 1), ["a"], ["b"])), ValueError
+    yield (
+        "shape",
+        TensorDict.from_module(TensorDictModule(nn.Linear(2, 1), ["a"], ["b"])),
+        ValueError,
+    )
     yield "not tensors", {"module.weight": 1.0, "module.bias": 2.0}, TypeError
     yield "type", [1, 2], TypeError
 

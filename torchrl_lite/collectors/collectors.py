@@ -3,7 +3,7 @@
 ``DataCollectorBase`` holds what every collector shares: the frame budget, iteration
 (``for data in collector`` / ``collector.next()``), delivery (``split_trajs``,
 ``postproc``, ``replay_buffer``) and policy-weight checks. A collector implements
-``_collect_batch(random) -> TensorDict`` plus ``set_seed``, ``update_policy_weights_``,
+``_collect_batch(random) -> TensorDict`` plus ``set_seed``, ``updatepolicy_weights_``,
 ``state_dict``/``load_state_dict`` and ``shutdown``.
 
 ``SyncDataCollector`` steps one env (which may be batched: ``GymEnv(num_envs=...)``,
@@ -20,22 +20,28 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
+from torchrl_lite.collectors._policy import (
+    check_policy,
+    copy_weights,
+    param_device,
+    policy_weights,
+    recurrent_specs,
+)
+from torchrl_lite.collectors._recorder import _Recorder
 from torchrl_lite.collectors.utils import split_trajectories
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
 
 __all__ = ["DataCollectorBase", "SyncDataCollector", "Collector"]
 
-_CHUNK = 128  # steps kept as references before being copied into the batch buffers
 _DROP_ROOT = frozenset({K.NEXT, K.RESET})  # root entries never carried to the next step
 
 
@@ -48,83 +54,6 @@ def _check_int(name: str, value, low: int, owner: str) -> int:
 
 
 # -- policy weights (shared by every collector) ---------------------------------------
-def policy_weights(policy) -> TensorDictBase | None:
-    """The policy's parameters and buffers (detached, sharing storage), or None."""
-    if not isinstance(policy, nn.Module):
-        return None
-    if any(isinstance(p, nn.parameter.UninitializedParameter) for p in policy.parameters()):
-        raise ValueError(
-            "The policy has uninitialised (lazy) parameters; run it once on an env's "
-            "reset() output before giving it to a collector."
-        )
-    return TensorDict.from_module(policy).data
-
-
-def flat_weights(weights, owner: str) -> dict:
-    """``{"dotted.name": tensor}`` from a TensorDict, a module or a ``state_dict``."""
-    if isinstance(weights, nn.Module):
-        weights = TensorDict.from_module(weights).data
-    if isinstance(weights, TensorDictBase):
-        return dict(weights.flatten_keys(".").items())
-    if isinstance(weights, Mapping):
-        bad = [k for k, v in weights.items() if not isinstance(v, torch.Tensor)]
-        if bad:
-            raise TypeError(f"{owner}.update_policy_weights_: entries {bad} are not tensors.")
-        return {str(k): v for k, v in weights.items()}
-    raise TypeError(
-        f"{owner}.update_policy_weights_ expects a TensorDict (TensorDict.from_module(policy)), "
-        f"a state_dict or a module, got {type(weights).__name__}."
-    )
-
-
-def copy_weights(target: TensorDictBase, weights, owner: str) -> None:
-    """Check that ``weights`` has ``target``'s structure, then copy them into ``target``.
-
-    Raises ValueError naming the missing, unexpected or mismatched entries (and copies
-    nothing) when the structures differ.
-    """
-    given = flat_weights(weights, owner)
-    expected = dict(target.flatten_keys(".").items())
-    missing = [k for k in expected if k not in given]
-    unexpected = [k for k in given if k not in expected]
-    wrong = [
-        f"{k}: expected {list(v.shape)} {v.dtype}, got {list(given[k].shape)} {given[k].dtype}"
-        for k, v in expected.items()
-        if k in given and (given[k].shape != v.shape or not _castable(given[k].dtype, v.dtype))
-    ]
-    if missing or unexpected or wrong:
-        raise ValueError(
-            f"{owner}.update_policy_weights_: the weights do not match the policy's structure "
-            f"(missing: {missing}; unexpected: {unexpected}; mismatched: {wrong}). Pass "
-            "TensorDict.from_module(policy) or policy.state_dict() of the same architecture."
-        )
-    with torch.no_grad():
-        for k, v in expected.items():
-            v.copy_(given[k])
-
-
-def _castable(src: torch.dtype, dst: torch.dtype) -> bool:
-    return src == dst or (src.is_floating_point and dst.is_floating_point)
-
-
-def _recurrent_specs(policy) -> dict:
-    """``{hidden_key: spec of one env}`` of the recurrent modules inside ``policy``."""
-    specs = {}
-    if isinstance(policy, nn.Module):
-        for module in policy.modules():
-            make = getattr(module, "make_tensordict_primer", None)
-            if make is not None:
-                specs.update(make().primers)
-    return specs
-
-
-def _param_device(policy) -> torch.device | None:
-    if isinstance(policy, nn.Module):
-        for tensor in (*policy.parameters(), *policy.buffers()):
-            return tensor.device
-    return None
-
-
 class DataCollectorBase:
     """Frame budget, iteration and delivery shared by every collector (see module doc)."""
 
@@ -235,122 +164,6 @@ class DataCollectorBase:
         self.closed = True
 
 
-class _Recorder:
-    """Copies the steps of a batch into ``[T, *batch]`` buffers reused across batches.
-
-    Each step only keeps references (the env and policy write new tensors each step);
-    every ``_CHUNK`` steps one ``torch.stack(..., out=...)`` per key copies them into the
-    buffers. ``defaults`` gives a value for keys a step lacks (the policy's outputs in
-    random-policy steps).
-    """
-
-    def __init__(self, steps: int, batch_dims: int):
-        self.steps, self.batch_dims = steps, batch_dims
-        self.signature = None
-
-    def begin(self, td: TensorDictBase, ids: torch.Tensor, defaults: dict) -> None:
-        keys = list(td.keys(True, True))
-        keys += [k for k in defaults if k not in keys]
-        leaves = [_get(td, k, defaults.get(k)) for k in keys]
-        signature = tuple((k, v.shape, v.dtype, v.device) for k, v in zip(keys, leaves))
-        if signature != self.signature:
-            self.signature, self.keys = signature, keys
-            self.buffers = [v.new_empty((self.steps, *v.shape)) for v in leaves]
-            self.id_buffer = ids.new_empty((self.steps, *ids.shape))
-        self.getters = [_getter(k, defaults.get(k)) for k in keys]
-        # the common layout (plain TensorDicts, keys at the root or under "next") is read
-        # straight from the dicts, several times faster than a getter per leaf
-        flat = type(td) is TensorDict and type(td._tensordict.get(K.NEXT)) is TensorDict
-        if flat and all(isinstance(k, str) or (len(k) == 2 and k[0] == K.NEXT) for k in keys):
-            self.plan = [
-                (k[1], True, defaults.get(k)) if isinstance(k, tuple) else (k, False, defaults.get(k))
-                for k in keys
-            ]
-        else:
-            self.plan = None
-        self.pending, self.pending_ids, self.written = [], [], 0
-
-    def record(self, td: TensorDictBase, ids: torch.Tensor) -> None:
-        self.pending.append(td)
-        self.pending_ids.append(ids)
-        if len(self.pending) == _CHUNK:
-            self.flush()
-
-    def flush(self) -> None:
-        n, lo = len(self.pending), self.written
-        if n == 0:
-            return
-        columns = self._columns()
-        for key, leaves, buf in zip(self.keys, columns, self.buffers):
-            try:
-                torch.stack(leaves, out=buf[lo : lo + n])
-            except RuntimeError as err:
-                shapes = sorted({(tuple(v.shape), str(v.dtype)) for v in leaves})
-                raise RuntimeError(
-                    f"Collector: entry {key!r} changed shape or dtype between steps (seen: "
-                    f"{shapes}); an env or policy must write the same shape at every step."
-                ) from err
-        torch.stack(self.pending_ids, out=self.id_buffer[lo : lo + n])
-        self.pending.clear()
-        self.pending_ids.clear()
-        self.written += n
-
-    def _columns(self) -> list[list[torch.Tensor]]:
-        """Per key, its leaf at each pending step."""
-        if self.plan is not None:
-            try:
-                roots = [td._tensordict for td in self.pending]
-                nexts = [root[K.NEXT]._tensordict for root in roots]
-                columns = []
-                for name, in_next, default in self.plan:
-                    dicts = nexts if in_next else roots
-                    if default is None:
-                        columns.append([d[name] for d in dicts])
-                    else:
-                        columns.append([d.get(name, default) for d in dicts])
-                return columns
-            except (KeyError, AttributeError):
-                pass  # a step differs from the first one: the getters say how
-        return [[getter(td) for td in self.pending] for getter in self.getters]
-
-    def result(self, batch_size, device) -> TensorDictBase:
-        """A new ``[*batch, T]`` TensorDict (on ``device``) holding the batch."""
-        self.flush()
-        nd = self.batch_dims
-        out = TensorDict(batch_size=(*batch_size, self.steps), device=device)
-        for key, buf in (*zip(self.keys, self.buffers), (K.TRAJ_IDS, self.id_buffer)):
-            leaf = buf.movedim(0, nd)  # [*batch, T, ...]
-            if device is not None and leaf.device != device:
-                leaf = leaf.to(device)
-            out.set(key, leaf.contiguous() if nd else leaf.clone())
-        return out
-
-
-def _get(td: TensorDictBase, key, default):
-    value = td.get(key, None)
-    return default if value is None else value
-
-
-def _getter(key, default):
-    """A fast getter for one (possibly nested) key, returning ``default`` when absent."""
-    path = key if isinstance(key, tuple) else (key,)
-
-    def get(td):
-        for name in path:
-            td = td._get_str(name, None)
-            if td is None:
-                if default is not None:
-                    return default
-                raise KeyError(
-                    f"Collector: entry {key!r}, present at the first step of the batch, is "
-                    "missing at a later step; an env or policy must write the same entries "
-                    "at every step."
-                )
-        return td
-
-    return get
-
-
 class SyncDataCollector(DataCollectorBase):
     """Collect batches of steps from an env with a policy, in this process.
 
@@ -375,7 +188,7 @@ class SyncDataCollector(DataCollectorBase):
         device: the default of ``policy_device``, ``env_device`` and ``storing_device``.
         storing_device: where batches are stored (default: the env's device).
         policy_device: where the policy runs (default: where its parameters are); a copy
-            of the policy is moved there if needed (``update_policy_weights_()`` syncs it).
+            of the policy is moved there if needed (``updatepolicy_weights_()`` syncs it).
         env_device: the env's device (checked against the env).
         create_env_kwargs: keyword arguments for ``create_env_fn``.
         max_frames_per_traj: end trajectories after this many steps (sets
@@ -470,15 +283,15 @@ class SyncDataCollector(DataCollectorBase):
                 f"{owner}: env_device={env_device} but the env lives on {env.device}; create "
                 f"the env on that device (e.g. GymEnv(..., device={str(env_device)!r}))."
             )
-        policy = _check_policy(policy, owner)
-        params_on = _param_device(policy)
+        policy = check_policy(policy, owner)
+        params_on = param_device(policy)
         if policy_device is not None:
             policy_device = torch.device(policy_device)
         else:
             policy_device = device or params_on or env.device
         self._source_policy = None
         if params_on is not None and params_on != policy_device:
-            self._source_policy = policy  # update_policy_weights_() copies from it
+            self._source_policy = policy  # updatepolicy_weights_() copies from it
             policy = copy.deepcopy(policy).to(policy_device)
         self.policy = policy
         self.policy_device = policy_device
@@ -492,7 +305,7 @@ class SyncDataCollector(DataCollectorBase):
         env = self.env
         batch, dev = env.batch_size, env.device
         env_keys = set(env.observation_spec.keys(True, True)) | set(env.state_spec.keys(True, True))
-        specs = _recurrent_specs(self.policy)
+        specs = recurrent_specs(self.policy)
         # hidden states the env does not provide: zeros at reset, carried by the collector
         self._hidden = {
             k: spec.zero(batch).to(dev) for k, spec in specs.items() if k not in env_keys
@@ -699,7 +512,7 @@ class SyncDataCollector(DataCollectorBase):
         return self._random_defaults
 
     # -- the rest of the interface ---------------------------------------------------------
-    def update_policy_weights_(self, weights=None) -> None:
+    def updatepolicy_weights_(self, weights=None) -> None:
         """Copy new weights into the collector's policy.
 
         Args:
@@ -788,20 +601,6 @@ def _make_env(create_env_fn, kwargs, owner: str) -> EnvBase:
     if env.is_closed:
         raise ValueError(f"{owner}: the env is closed")
     return env
-
-
-def _check_policy(policy, owner: str):
-    if policy is None:
-        return None
-    if isinstance(policy, nn.Module) and not isinstance(policy, TensorDictModuleBase):
-        raise TypeError(
-            f"{owner}: the policy is a {type(policy).__name__}, an nn.Module that does not "
-            "read TensorDicts. Wrap it, e.g. TensorDictModule(net, in_keys=['observation'], "
-            "out_keys=['action'])."
-        )
-    if not callable(policy):
-        raise TypeError(f"{owner}: policy must be callable (TensorDict -> TensorDict), got {policy!r}")
-    return policy
 
 
 def _merge_preset(next_td: TensorDictBase, preset: TensorDictBase) -> None:

@@ -7,7 +7,7 @@ travels through it):
   ``"spawn"``), the policy, the shared weights and a version counter; it builds its env
   and a plain ``SyncDataCollector`` and replies ``("started",)``.
 * **Weights.** ``TensorDict.from_module(policy)`` is copied once into shared memory.
-  ``update_policy_weights_()`` copies the new weights into it under a lock and bumps the
+  ``updatepolicy_weights_()`` copies the new weights into it under a lock and bumps the
   version counter; a worker whose version is behind copies them into its own policy
   before its next batch. Nothing is pickled.
 * **Batches.** A worker copies each batch into a shared-memory TensorDict, allocated when
@@ -50,14 +50,8 @@ from torchrl_lite._mp import (
     start_method,
     stop_processes,
 )
-from torchrl_lite.collectors.collectors import (
-    DataCollectorBase,
-    SyncDataCollector,
-    _check_int,
-    _check_policy,
-    copy_weights,
-    policy_weights,
-)
+from torchrl_lite.collectors._policy import check_policy, copy_weights, policy_weights
+from torchrl_lite.collectors.collectors import DataCollectorBase, SyncDataCollector, _check_int
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.utils import ExplorationType
 
@@ -69,135 +63,8 @@ __all__ = [
 ]
 
 _POLL_S = 0.2  # how often a parent waiting on workers checks that they are alive
-_IDLE_S = 1.0  # how often an idle worker checks that its parent is alive
 _JOIN_S = 3.0  # how long shutdown() waits for workers before terminating them
-WORKER_ID = ("collector", "worker_id")
 _CLOSE = ("close",)
-
-
-# -- the worker process ------------------------------------------------------------------
-class _Worker:
-    """The loop of one worker process around its ``SyncDataCollector``."""
-
-    def __init__(self, conn, index, collector, weights, version, parent_pid):
-        self.conn, self.index, self.collector = conn, index, collector
-        self.weights, self.version, self.parent_pid = weights, version, parent_pid
-        self.local = policy_weights(collector.policy) if weights is not None else None
-        self.seen = -1  # weights version loaded into the local policy
-        self.buffer, self.signature = None, None
-
-    def recv(self, block: bool):
-        """The next message from the parent (None if none and not ``block``)."""
-        while True:
-            if not parent_alive(self.parent_pid):
-                raise EOFError("the parent process is gone")
-            if self.conn.poll(_IDLE_S if block else 0):
-                return self.conn.recv()
-            if not block:
-                return None
-
-    def collect(self, random: bool) -> TensorDictBase:
-        if self.local is not None and self.version.value != self.seen:
-            with self.version.get_lock():
-                self.local.update_(self.weights)
-                self.seen = self.version.value
-        return self.collector._collect_batch(random)
-
-    def publish(self, batch: TensorDictBase) -> None:
-        """Copy ``batch`` into the shared buffer (a new one if its layout changed)."""
-        signature = tuple((k, v.shape, v.dtype) for k, v in batch.items(True, True))
-        new = None
-        if signature != self.signature:
-            buf = batch.to("cpu") if batch.device != torch.device("cpu") else batch.clone()
-            ids = torch.full(batch.batch_size, self.index, dtype=torch.int64)
-            buf.set(WORKER_ID, ids)
-            self.buffer = new = buf.share_memory_()
-            self.signature = signature
-        else:
-            self.buffer.update_(batch)
-        self.conn.send(("batch", batch.numel(), new))
-
-    def control(self, message) -> bool:
-        """Answer a control message; False for ``close``."""
-        kind = message[0]
-        if kind == "close":
-            return False
-        if kind == "seed":
-            _, seed, static = message
-            torch.manual_seed(seed)
-            self.conn.send(("seed", self.collector.set_seed(seed, static_seed=static)))
-        elif kind == "state_dict":
-            state = self.collector.state_dict()
-            self.conn.send(("state_dict", {k: state[k] for k in state if k == "env_state_dict"}))
-        elif kind == "load_state_dict":
-            self.collector.load_state_dict(message[1])
-            self.conn.send(("loaded", None))
-        else:
-            raise ValueError(f"unknown message {message!r}")
-        return True
-
-    def serve_sync(self) -> None:
-        while True:
-            message = self.recv(block=True)
-            if message[0] == "collect":
-                self.publish(self.collect(message[1]))
-            elif not self.control(message):
-                return
-
-    def serve_async(self) -> None:
-        running, free, random, ready = False, True, False, None
-        while True:
-            message = self.recv(block=not running or (ready is not None and not free))
-            if message is not None:
-                if message[0] == "run":
-                    running, random = True, message[1]
-                elif message[0] == "ack":
-                    free, random = True, message[1]
-                elif not self.control(message):
-                    return
-                continue
-            if ready is None:
-                ready = self.collect(random)
-            if free:
-                self.publish(ready)
-                ready, free = None, False
-
-
-def _worker_main(conn, index, setup: dict, parent_pid: int, inherited: list) -> None:
-    """Entry point of a worker process (see the module docstring for the protocol)."""
-    for other in inherited:  # parent ends of earlier workers' pipes, inherited by fork
-        other.close()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(setup["num_threads"])
-    torch.manual_seed(setup["torch_seed"])
-    collector = None
-    try:
-        try:
-            factory, policy = setup["factory"], setup["policy"]
-            factory = factory.load() if isinstance(factory, CloudPickled) else factory
-            policy = policy.load() if isinstance(policy, CloudPickled) else policy
-            collector = SyncDataCollector(factory(), policy, **setup["collector_kwargs"])
-            collector._traj_stride, collector._traj_offset = setup["num_workers"], index
-            worker = _Worker(
-                conn, index, collector, setup["weights"], setup["version"], parent_pid
-            )
-            conn.send(("started", None))
-            if setup["mode"] == "sync":
-                worker.serve_sync()
-            else:
-                worker.serve_async()
-        except (EOFError, BrokenPipeError, ConnectionResetError):
-            return  # the parent is gone
-        except Exception as err:
-            conn.send(("error", error_info(err)))
-    except (OSError, EOFError):
-        return
-    finally:
-        if collector is not None:
-            try:
-                collector.shutdown()
-            except Exception:
-                pass
 
 
 # -- argument checks -----------------------------------------------------------------
@@ -283,7 +150,7 @@ class _MultiDataCollector(DataCollectorBase):
         device = devices if device is None else device
         per_batch = self._frames_per_worker(frames_per_batch, n)
         _check_int("num_sub_threads", num_sub_threads, 1, owner)
-        self.policy = _check_policy(policy, owner)
+        self.policy = check_policy(policy, owner)
         weights = policy_weights(self.policy)
         if weights is not None:
             weights = weights.apply(lambda t: t.detach().to("cpu", copy=True)).share_memory_()
@@ -425,7 +292,7 @@ class _MultiDataCollector(DataCollectorBase):
         return self._buffers[w]
 
     # -- weights, seeds, state ---------------------------------------------------------------
-    def update_policy_weights_(self, weights=None) -> None:
+    def updatepolicy_weights_(self, weights=None) -> None:
         """Make every worker use new policy weights from its next batch on.
 
         Args:
@@ -444,7 +311,9 @@ class _MultiDataCollector(DataCollectorBase):
         while not lock.acquire(timeout=_POLL_S):
             dead = [w for w, p in enumerate(self._procs) if not p.is_alive()]
             if dead:  # a worker died holding the lock
-                message = death_message(self._procs[dead[0]], self._where(dead[0]), "a weight update")
+                message = death_message(
+                    self._procs[dead[0]], self._where(dead[0]), "a weight update"
+                )
                 self._fail(RuntimeError(message))
         try:
             copy_weights(self._weights, source, owner)
@@ -477,7 +346,7 @@ class _MultiDataCollector(DataCollectorBase):
         self._check_open()
         if "policy_state_dict" in state_dict:
             self.policy.load_state_dict(state_dict["policy_state_dict"])
-            self.update_policy_weights_()
+            self.updatepolicy_weights_()
         for w in range(self.num_workers):
             if f"worker{w}" in state_dict:
                 self._send(w, ("load_state_dict", state_dict[f"worker{w}"]), "load_state_dict")
@@ -509,7 +378,6 @@ class _MultiDataCollector(DataCollectorBase):
         )
 
 
-
 class MultiSyncDataCollector(_MultiDataCollector):
     """Collect with one ``SyncDataCollector`` per worker process; each batch holds one
     batch from every worker, collected with the latest policy weights.
@@ -517,7 +385,7 @@ class MultiSyncDataCollector(_MultiDataCollector):
     Each worker collects ``frames_per_batch / num_workers`` frames per iteration; the
     results are stacked (``cat_results="stack"``: ``[num_workers, *env_batch, T]``) or
     concatenated along a dim. Batches carry ``("collector", "worker_id")``; trajectory ids
-    are unique across workers. Call ``update_policy_weights_()`` after each optimizer
+    are unique across workers. Call ``updatepolicy_weights_()`` after each optimizer
     step: the weights go to the workers through shared memory.
 
     Args:
@@ -583,7 +451,7 @@ class MultiaSyncDataCollector(_MultiDataCollector):
 
     Every batch comes from one worker (``frames_per_batch`` frames, ``[*env_batch, T]``)
     and says which in ``("collector", "worker_id")``. A worker starts using new weights
-    (``update_policy_weights_()``) at its next batch, so a batch in flight may still use
+    (``updatepolicy_weights_()``) at its next batch, so a batch in flight may still use
     the previous ones.
 
     Args:

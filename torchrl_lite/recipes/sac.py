@@ -14,7 +14,7 @@ from torch import nn
 
 from torchrl_lite.collectors import SyncDataCollector
 from torchrl_lite.data import LazyTensorStorage, TensorDictReplayBuffer
-from torchrl_lite.modules import ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl_lite.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.objectives import SACLoss, SoftUpdate
 from torchrl_lite.recipes.common import check_action_kind, make_env, mlp, whole_batches
 from torchrl_lite.trainers import ReplayBufferTrainer, Trainer
@@ -79,9 +79,13 @@ def make_actor_qvalue(cfg: Config, env):
         distribution_kwargs={"low": spec.low, "high": spec.high},
         spec=spec,
     )
-    qvalue = ValueOperator(
-        mlp(obs_dim + act_dim, 1, cfg.hidden, 2, nn.ReLU), in_keys=["observation", "action"]
+    qnet = MLP(  # joins observation and action along the last dim
+        in_features=obs_dim + act_dim,
+        out_features=1,
+        num_cells=[cfg.hidden, cfg.hidden],
+        activation_class=nn.ReLU,
     )
+    qvalue = ValueOperator(qnet, in_keys=["observation", "action"])
     return actor, qvalue
 
 

@@ -1,0 +1,102 @@
+"""Learning benchmark: frames and wall-clock seconds for each recipe to reach its target.
+
+Each run is ``torchrl-lite train ALGO --env ENV --seed S`` in its own process (one torch
+thread), stopped when the mean return of the last 10 training episodes reaches the target
+or the frame budget runs out. Reports the median and the worst seed. ``TORCHRL_LITE_SMOKE=1``
+runs one seed of the fast cases only.
+
+Usage: ``python bench_learning.py [ALGO/ENV ...]`` (default: every case).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import smoke, write_table
+
+# (algo, env, target, frame budget, seconds allowed per run)
+CASES = [
+    ("ppo", "Pendulum-v1", -200.0, 1_000_000, 1200),
+    ("dqn", "CartPole-v1", 475.0, 100_000, 1200),
+    ("sac", "Pendulum-v1", -200.0, 8_000, 600),
+    ("td3", "Pendulum-v1", -200.0, 8_000, 600),
+    ("ppo", "dm_control/cartpole-swingup", 700.0, 1_000_000, 2400),
+]
+SEEDS = (0, 1, 2)
+
+
+def run(algo: str, env: str, target: float, frames: int, timeout: int, seed: int) -> dict:
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [
+            sys.executable, "-m", "torchrl_lite", "train", algo, "--env", env,
+            "--seed", str(seed), "--frames", str(frames), "--out", out,
+            "--logger", "none", "--quiet", f"target={target}",
+        ]  # fmt: skip
+        start = time.perf_counter()
+        try:
+            subprocess.run(cmd, check=True, timeout=timeout, capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            return {"solved_at_frames": None, "seconds": timeout, "timeout": True}
+        except subprocess.CalledProcessError as err:
+            print(err.stderr[-2000:], file=sys.stderr)
+            raise
+        summary = json.loads((Path(out) / "summary.json").read_text())
+        summary["wall"] = time.perf_counter() - start
+        return summary
+
+
+def main(selected: list[str]) -> None:
+    rows = []
+    seeds = SEEDS[:1] if smoke() else SEEDS
+    for algo, env, target, frames, timeout in CASES:
+        name = f"{algo}/{env}"
+        if selected and name not in selected:
+            continue
+        if smoke() and env.startswith("dm_control/"):
+            continue
+        results = [run(algo, env, target, frames, timeout, s) for s in seeds]
+        solved = [r for r in results if r.get("solved_at_frames")]
+        frames_to = [r["solved_at_frames"] for r in solved]
+        secs = [r["seconds"] for r in solved]
+        print(name, [(r.get("solved_at_frames"), r.get("seconds")) for r in results], flush=True)
+        rows.append(
+            [
+                algo.upper(),
+                env,
+                target,
+                f"{len(solved)}/{len(results)}",
+                statistics.median(frames_to) if frames_to else "-",
+                max(frames_to) if len(solved) == len(results) else "not reached",
+                f"{statistics.median(secs):.0f}" if secs else "-",
+                f"{max(secs):.0f}" if len(solved) == len(results) else "-",
+            ]
+        )
+    write_table(
+        "learning",
+        "Learning: frames and seconds to the target (mean of the last 10 training episodes)",
+        [
+            "algo",
+            "env",
+            "target",
+            "seeds reaching",
+            "median frames",
+            "worst frames",
+            "median s",
+            "worst s",
+        ],
+        rows,
+        notes=(
+            f"Seeds {list(seeds)}; one process per run, 1 torch thread, this machine. Seconds "
+            "are the training time reported by `torchrl-lite train` (env steps + updates)."
+        ),
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,148 @@
+"""The worker process of the multiprocess collectors: a loop around a ``SyncDataCollector``.
+
+See ``multi.py`` for the protocol. The worker ignores SIGINT (the parent decides when to
+stop), exits when its parent is gone (pipe EOF, or a new parent pid), and after an error
+stays alive until the parent says ``close``, so that the parent can still read the
+shared memory of a batch message sent just before.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import torch
+from tensordict import TensorDictBase
+
+from torchrl_lite._mp import CloudPickled, error_info, parent_alive
+from torchrl_lite.collectors._policy import policy_weights
+from torchrl_lite.collectors.collectors import SyncDataCollector
+
+_IDLE_S = 1.0  # how often an idle worker checks that its parent is alive
+WORKER_ID = ("collector", "worker_id")
+
+
+class _Worker:
+    """The loop of one worker process around its ``SyncDataCollector``."""
+
+    def __init__(self, conn, index, collector, weights, version, parent_pid):
+        self.conn, self.index, self.collector = conn, index, collector
+        self.weights, self.version, self.parent_pid = weights, version, parent_pid
+        self.local = policy_weights(collector.policy) if weights is not None else None
+        self.seen = -1  # weights version loaded into the local policy
+        self.buffer, self.signature = None, None
+
+    def recv(self, block: bool):
+        """The next message from the parent (None if none and not ``block``)."""
+        while True:
+            if not parent_alive(self.parent_pid):
+                raise EOFError("the parent process is gone")
+            if self.conn.poll(_IDLE_S if block else 0):
+                return self.conn.recv()
+            if not block:
+                return None
+
+    def collect(self, random: bool) -> TensorDictBase:
+        if self.local is not None and self.version.value != self.seen:
+            with self.version.get_lock():
+                self.local.update_(self.weights)
+                self.seen = self.version.value
+        return self.collector._collect_batch(random)
+
+    def publish(self, batch: TensorDictBase) -> None:
+        """Copy ``batch`` into the shared buffer (a new one if its layout changed)."""
+        signature = tuple((k, v.shape, v.dtype) for k, v in batch.items(True, True))
+        new = None
+        if signature != self.signature:
+            buf = batch.to("cpu") if batch.device != torch.device("cpu") else batch.clone()
+            ids = torch.full(batch.batch_size, self.index, dtype=torch.int64)
+            buf.set(WORKER_ID, ids)
+            self.buffer = new = buf.share_memory_()
+            self.signature = signature
+        else:
+            self.buffer.update_(batch)
+        self.conn.send(("batch", batch.numel(), new))
+
+    def control(self, message) -> bool:
+        """Answer a control message; False for ``close``."""
+        kind = message[0]
+        if kind == "close":
+            return False
+        if kind == "seed":
+            _, seed, static = message
+            torch.manual_seed(seed)
+            self.conn.send(("seed", self.collector.set_seed(seed, static_seed=static)))
+        elif kind == "state_dict":
+            state = self.collector.state_dict()
+            self.conn.send(("state_dict", {k: state[k] for k in state if k == "env_state_dict"}))
+        elif kind == "load_state_dict":
+            self.collector.load_state_dict(message[1])
+            self.conn.send(("loaded", None))
+        else:
+            raise ValueError(f"unknown message {message!r}")
+        return True
+
+    def serve_sync(self) -> None:
+        while True:
+            message = self.recv(block=True)
+            if message[0] == "collect":
+                self.publish(self.collect(message[1]))
+            elif not self.control(message):
+                return
+
+    def serve_async(self) -> None:
+        running, free, random, ready = False, True, False, None
+        while True:
+            message = self.recv(block=not running or (ready is not None and not free))
+            if message is not None:
+                if message[0] == "run":
+                    running, random = True, message[1]
+                elif message[0] == "ack":
+                    free, random = True, message[1]
+                elif not self.control(message):
+                    return
+                continue
+            if ready is None:
+                ready = self.collect(random)
+            if free:
+                self.publish(ready)
+                ready, free = None, False
+
+
+def _worker_main(conn, index, setup: dict, parent_pid: int, inherited: list) -> None:
+    """Entry point of a worker process (see the module docstring for the protocol)."""
+    for other in inherited:  # parent ends of earlier workers' pipes, inherited by fork
+        other.close()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(setup["num_threads"])
+    torch.manual_seed(setup["torch_seed"])
+    collector = None
+    try:
+        try:
+            factory, policy = setup["factory"], setup["policy"]
+            factory = factory.load() if isinstance(factory, CloudPickled) else factory
+            policy = policy.load() if isinstance(policy, CloudPickled) else policy
+            collector = SyncDataCollector(factory(), policy, **setup["collector_kwargs"])
+            collector._traj_stride, collector._traj_offset = setup["num_workers"], index
+            worker = _Worker(conn, index, collector, setup["weights"], setup["version"], parent_pid)
+            conn.send(("started", None))
+            if setup["mode"] == "sync":
+                worker.serve_sync()
+            else:
+                worker.serve_async()
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            return  # the parent is gone
+        except Exception as err:
+            conn.send(("error", error_info(err)))
+            # stay alive until told to close: the parent may still be unpickling a batch
+            # message whose shared memory this process must hand over
+            while parent_alive(parent_pid):
+                if conn.poll(_IDLE_S) and conn.recv()[0] == "close":
+                    break
+    except (OSError, EOFError):
+        return
+    finally:
+        if collector is not None:
+            try:
+                collector.shutdown()
+            except Exception:
+                pass
