@@ -351,3 +351,21 @@ def test_losses_and_updates_on_cuda():
     batch = transitions((6,), obs=4)
     batch["action"] = torch.eye(3, dtype=torch.long)[torch.randint(3, (6,))]
     assert dqn(batch.to("cuda"))["loss"].is_cuda
+
+
+def test_hard_update_counter_round_trips_through_state_dict():
+    from torch import nn
+
+    from torchrl_lite.objectives import HardUpdate, LossModule
+
+    class Tiny(LossModule):
+        def __init__(self):
+            super().__init__()
+            self.register_network("value_network", nn.Linear(2, 1), create_target=True)
+
+    upd = HardUpdate(Tiny(), value_network_update_interval=3)
+    upd.step()
+    upd.step()
+    other = HardUpdate(Tiny(), value_network_update_interval=3)
+    other.load_state_dict(upd.state_dict())
+    assert other.counter == 2

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
 
@@ -83,26 +82,3 @@ def recurrent_specs(policy) -> dict:
             if make is not None:
                 specs.update(make().primers)
     return specs
-
-
-def param_device(policy) -> torch.device | None:
-    if isinstance(policy, nn.Module):
-        for tensor in (*policy.parameters(), *policy.buffers()):
-            return tensor.device
-    return None
-
-
-def check_policy(policy, owner: str):
-    if policy is None:
-        return None
-    if isinstance(policy, nn.Module) and not isinstance(policy, TensorDictModuleBase):
-        raise TypeError(
-            f"{owner}: the policy is a {type(policy).__name__}, an nn.Module that does not "
-            "read TensorDicts. Wrap it, e.g. TensorDictModule(net, in_keys=['observation'], "
-            "out_keys=['action'])."
-        )
-    if not callable(policy):
-        raise TypeError(
-            f"{owner}: policy must be callable (TensorDict -> TensorDict), got {policy!r}"
-        )
-    return policy

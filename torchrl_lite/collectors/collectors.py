@@ -28,16 +28,10 @@ from torch import nn
 
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
-from torchrl_lite.collectors._policy import (
-    check_policy,
-    copy_weights,
-    param_device,
-    policy_weights,
-    recurrent_specs,
-)
+from torchrl_lite.collectors._args import check_int, check_policy, make_env, param_device
+from torchrl_lite.collectors._policy import copy_weights, policy_weights, recurrent_specs
 from torchrl_lite.collectors._recorder import _Recorder
 from torchrl_lite.collectors.utils import split_trajectories
-from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
 
 __all__ = ["DataCollectorBase", "SyncDataCollector", "Collector"]
@@ -45,15 +39,6 @@ __all__ = ["DataCollectorBase", "SyncDataCollector", "Collector"]
 _DROP_ROOT = frozenset({K.NEXT, K.RESET})  # root entries never carried to the next step
 
 
-def _check_int(name: str, value, low: int, owner: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{owner}: {name} must be an int, got {value!r}")
-    if value < low:
-        raise ValueError(f"{owner}: {name} must be >= {low}, got {value}")
-    return value
-
-
-# -- policy weights (shared by every collector) ---------------------------------------
 class DataCollectorBase:
     """Frame budget, iteration and delivery shared by every collector (see module doc)."""
 
@@ -67,10 +52,10 @@ class DataCollectorBase:
         replay_buffer,
     ) -> None:
         owner = type(self).__name__
-        self.frames_per_batch = _check_int("frames_per_batch", frames_per_batch, 1, owner)
+        self.frames_per_batch = check_int("frames_per_batch", frames_per_batch, 1, owner)
         if total_frames is None:
             total_frames = -1
-        total_frames = _check_int("total_frames", total_frames, -(2**62), owner)
+        total_frames = check_int("total_frames", total_frames, -(2**62), owner)
         if total_frames == 0:
             raise ValueError(f"{owner}: total_frames must be > 0, or -1 for endless collection")
         if 0 < total_frames < frames_per_batch:
@@ -88,7 +73,7 @@ class DataCollectorBase:
             )
         self.total_frames = total_frames if total_frames > 0 else -1
         init = 0 if init_random_frames is None else init_random_frames
-        self.init_random_frames = _check_int("init_random_frames", init, 0, owner)
+        self.init_random_frames = check_int("init_random_frames", init, 0, owner)
         if postproc is not None and not callable(postproc):
             raise TypeError(f"{owner}: postproc must be callable, got {postproc!r}")
         if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
@@ -237,7 +222,7 @@ class SyncDataCollector(DataCollectorBase):
         self._init_common(
             frames_per_batch, total_frames, init_random_frames, split_trajs, postproc, replay_buffer
         )
-        self.env = env = _make_env(create_env_fn, create_env_kwargs, owner)
+        self.env = env = make_env(create_env_fn, create_env_kwargs, owner)
         try:
             n_envs = env.batch_size.numel()
             if frames_per_batch % n_envs:
@@ -248,7 +233,7 @@ class SyncDataCollector(DataCollectorBase):
                 )
             self._steps = frames_per_batch // n_envs
             if max_frames_per_traj is not None and max_frames_per_traj != -1:
-                _check_int("max_frames_per_traj", max_frames_per_traj, 1, owner)
+                check_int("max_frames_per_traj", max_frames_per_traj, 1, owner)
             else:
                 max_frames_per_traj = None
             if not isinstance(exploration_type, ExplorationType):
@@ -579,28 +564,6 @@ class SyncDataCollector(DataCollectorBase):
 
 
 Collector = SyncDataCollector
-
-
-def _make_env(create_env_fn, kwargs, owner: str) -> EnvBase:
-    if isinstance(create_env_fn, EnvBase):
-        if kwargs:
-            raise ValueError(f"{owner}: create_env_kwargs needs create_env_fn to be a callable")
-        env = create_env_fn
-    elif callable(create_env_fn):
-        env = create_env_fn(**(kwargs or {}))
-        if not isinstance(env, EnvBase):
-            raise TypeError(
-                f"{owner}: create_env_fn must return an EnvBase (e.g. GymEnv), got "
-                f"{type(env).__name__}"
-            )
-    else:
-        raise TypeError(
-            f"{owner}: create_env_fn must be an env or a callable returning one, got "
-            f"{create_env_fn!r}"
-        )
-    if env.is_closed:
-        raise ValueError(f"{owner}: the env is closed")
-    return env
 
 
 def _merge_preset(next_td: TensorDictBase, preset: TensorDictBase) -> None:

@@ -35,7 +35,6 @@ import functools
 import multiprocessing
 import multiprocessing.connection
 import os
-import signal
 import weakref
 
 import torch
@@ -44,14 +43,14 @@ from tensordict import TensorDictBase
 from torchrl_lite._mp import (
     CloudPickled,
     death_message,
-    error_info,
-    parent_alive,
     remote_error,
     start_method,
     stop_processes,
 )
-from torchrl_lite.collectors._policy import check_policy, copy_weights, policy_weights
-from torchrl_lite.collectors.collectors import DataCollectorBase, SyncDataCollector, _check_int
+from torchrl_lite.collectors._args import check_int, check_policy
+from torchrl_lite.collectors._policy import copy_weights, policy_weights
+from torchrl_lite.collectors._worker import _worker_main
+from torchrl_lite.collectors.collectors import DataCollectorBase
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.utils import ExplorationType
 
@@ -76,7 +75,7 @@ def _factories(owner: str, create_env_fn, num_workers, create_env_kwargs) -> lis
             raise ValueError(
                 f"{owner}: pass a list of env constructors, or one constructor and num_workers."
             )
-        fns = [create_env_fn] * _check_int("num_workers", num_workers, 1, owner)
+        fns = [create_env_fn] * check_int("num_workers", num_workers, 1, owner)
     elif num_workers is not None and num_workers != len(fns):
         raise ValueError(
             f"{owner}: num_workers={num_workers} but create_env_fn lists {len(fns)} constructors."
@@ -149,7 +148,7 @@ class _MultiDataCollector(DataCollectorBase):
             raise ValueError(f"{owner}: pass device or devices (the same thing), not both.")
         device = devices if device is None else device
         per_batch = self._frames_per_worker(frames_per_batch, n)
-        _check_int("num_sub_threads", num_sub_threads, 1, owner)
+        check_int("num_sub_threads", num_sub_threads, 1, owner)
         self.policy = check_policy(policy, owner)
         weights = policy_weights(self.policy)
         if weights is not None:

@@ -26,7 +26,7 @@ from torchrl_lite.envs.utils import step_mdp
 
 __all__ = ["EnvBase"]
 
-_ROLLOUT_CHUNK = 16  # steps kept as references before being copied into the buffers
+_ROLLOUT_CHUNK = 256  # steps kept as references before being copied into the buffers
 
 
 class EnvBase:

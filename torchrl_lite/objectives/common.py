@@ -526,6 +526,13 @@ class HardUpdate(TargetNetUpdater):
         self.value_network_update_interval = int(value_network_update_interval)
         self.counter = 0
 
+    def state_dict(self) -> dict:
+        """The update counter (checkpointed with the trainer)."""
+        return {"counter": self.counter}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.counter = int(state["counter"])
+
     @torch.no_grad()
     def step(self) -> None:
         """Count a step; copy the online values into the targets every interval."""

@@ -1,0 +1,65 @@
+"""Argument checks shared by the collectors (the env, the policy, counts)."""
+
+from __future__ import annotations
+
+import torch
+from tensordict.nn import TensorDictModuleBase
+from torch import nn
+
+from torchrl_lite.envs.common import EnvBase
+
+
+def check_int(name: str, value, low: int, owner: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{owner}: {name} must be an int, got {value!r}")
+    if value < low:
+        raise ValueError(f"{owner}: {name} must be >= {low}, got {value}")
+    return value
+
+
+# -- policy weights (shared by every collector) ---------------------------------------
+
+
+def make_env(create_env_fn, kwargs, owner: str) -> EnvBase:
+    if isinstance(create_env_fn, EnvBase):
+        if kwargs:
+            raise ValueError(f"{owner}: create_env_kwargs needs create_env_fn to be a callable")
+        env = create_env_fn
+    elif callable(create_env_fn):
+        env = create_env_fn(**(kwargs or {}))
+        if not isinstance(env, EnvBase):
+            raise TypeError(
+                f"{owner}: create_env_fn must return an EnvBase (e.g. GymEnv), got "
+                f"{type(env).__name__}"
+            )
+    else:
+        raise TypeError(
+            f"{owner}: create_env_fn must be an env or a callable returning one, got "
+            f"{create_env_fn!r}"
+        )
+    if env.is_closed:
+        raise ValueError(f"{owner}: the env is closed")
+    return env
+
+
+def check_policy(policy, owner: str):
+    if policy is None:
+        return None
+    if isinstance(policy, nn.Module) and not isinstance(policy, TensorDictModuleBase):
+        raise TypeError(
+            f"{owner}: the policy is a {type(policy).__name__}, an nn.Module that does not "
+            "read TensorDicts. Wrap it, e.g. TensorDictModule(net, in_keys=['observation'], "
+            "out_keys=['action'])."
+        )
+    if not callable(policy):
+        raise TypeError(
+            f"{owner}: policy must be callable (TensorDict -> TensorDict), got {policy!r}"
+        )
+    return policy
+
+
+def param_device(policy) -> torch.device | None:
+    if isinstance(policy, nn.Module):
+        for tensor in (*policy.parameters(), *policy.buffers()):
+            return tensor.device
+    return None
