@@ -10,6 +10,7 @@ from torchrl_lite.envs.common import EnvBase
 
 
 def check_int(name: str, value, low: int, owner: str) -> int:
+    """``value`` if it is an int ``>= low``; else TypeError/ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{owner}: {name} must be an int, got {value!r}")
     if value < low:
@@ -17,10 +18,8 @@ def check_int(name: str, value, low: int, owner: str) -> int:
     return value
 
 
-# -- policy weights (shared by every collector) ---------------------------------------
-
-
 def make_env(create_env_fn, kwargs, owner: str) -> EnvBase:
+    """The env: ``create_env_fn`` itself, or what it returns when called with ``kwargs``."""
     if isinstance(create_env_fn, EnvBase):
         if kwargs:
             raise ValueError(f"{owner}: create_env_kwargs needs create_env_fn to be a callable")
@@ -43,6 +42,7 @@ def make_env(create_env_fn, kwargs, owner: str) -> EnvBase:
 
 
 def check_policy(policy, owner: str):
+    """``policy`` if a collector can call it on a TensorDict (or None); else TypeError."""
     if policy is None:
         return None
     if isinstance(policy, nn.Module) and not isinstance(policy, TensorDictModuleBase):
@@ -59,6 +59,7 @@ def check_policy(policy, owner: str):
 
 
 def param_device(policy) -> torch.device | None:
+    """Where the policy's first parameter (or buffer) lives; None without any."""
     if isinstance(policy, nn.Module):
         for tensor in (*policy.parameters(), *policy.buffers()):
             return tensor.device

@@ -1,4 +1,4 @@
-"""The policy as collectors see it: argument checks, weights, recurrent hidden states.
+"""What collectors read from a policy module: its weights and its recurrent hidden states.
 
 ``policy_weights`` gives the parameters and buffers as a TensorDict
 (``TensorDict.from_module``); ``copy_weights`` checks new weights against that structure
@@ -35,10 +35,10 @@ def flat_weights(weights, owner: str) -> dict:
     if isinstance(weights, Mapping):
         bad = [k for k, v in weights.items() if not isinstance(v, torch.Tensor)]
         if bad:
-            raise TypeError(f"{owner}.updatepolicy_weights_: entries {bad} are not tensors.")
+            raise TypeError(f"{owner}.update_policy_weights_: entries {bad} are not tensors.")
         return {str(k): v for k, v in weights.items()}
     raise TypeError(
-        f"{owner}.updatepolicy_weights_ expects a TensorDict (TensorDict.from_module(policy)), "
+        f"{owner}.update_policy_weights_ expects a TensorDict (TensorDict.from_module(policy)), "
         f"a state_dict or a module, got {type(weights).__name__}."
     )
 
@@ -60,7 +60,7 @@ def copy_weights(target: TensorDictBase, weights, owner: str) -> None:
     ]
     if missing or unexpected or wrong:
         raise ValueError(
-            f"{owner}.updatepolicy_weights_: the weights do not match the policy's structure "
+            f"{owner}.update_policy_weights_: the weights do not match the policy's structure "
             f"(missing: {missing}; unexpected: {unexpected}; mismatched: {wrong}). Pass "
             "TensorDict.from_module(policy) or policy.state_dict() of the same architecture."
         )

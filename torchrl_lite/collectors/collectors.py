@@ -3,7 +3,7 @@
 ``DataCollectorBase`` holds what every collector shares: the frame budget, iteration
 (``for data in collector`` / ``collector.next()``), delivery (``split_trajs``,
 ``postproc``, ``replay_buffer``) and policy-weight checks. A collector implements
-``_collect_batch(random) -> TensorDict`` plus ``set_seed``, ``updatepolicy_weights_``,
+``_collect_batch(random) -> TensorDict`` plus ``set_seed``, ``update_policy_weights_``,
 ``state_dict``/``load_state_dict`` and ``shutdown``.
 
 ``SyncDataCollector`` steps one env (which may be batched: ``GymEnv(num_envs=...)``,
@@ -173,7 +173,7 @@ class SyncDataCollector(DataCollectorBase):
         device: the default of ``policy_device``, ``env_device`` and ``storing_device``.
         storing_device: where batches are stored (default: the env's device).
         policy_device: where the policy runs (default: where its parameters are); a copy
-            of the policy is moved there if needed (``updatepolicy_weights_()`` syncs it).
+            of the policy is moved there if needed (``update_policy_weights_()`` syncs it).
         env_device: the env's device (checked against the env).
         create_env_kwargs: keyword arguments for ``create_env_fn``.
         max_frames_per_traj: end trajectories after this many steps (sets
@@ -276,7 +276,7 @@ class SyncDataCollector(DataCollectorBase):
             policy_device = device or params_on or env.device
         self._source_policy = None
         if params_on is not None and params_on != policy_device:
-            self._source_policy = policy  # updatepolicy_weights_() copies from it
+            self._source_policy = policy  # update_policy_weights_() copies from it
             policy = copy.deepcopy(policy).to(policy_device)
         self.policy = policy
         self.policy_device = policy_device
@@ -497,7 +497,7 @@ class SyncDataCollector(DataCollectorBase):
         return self._random_defaults
 
     # -- the rest of the interface ---------------------------------------------------------
-    def updatepolicy_weights_(self, weights=None) -> None:
+    def update_policy_weights_(self, weights=None) -> None:
         """Copy new weights into the collector's policy.
 
         Args:

@@ -7,7 +7,7 @@ travels through it):
   ``"spawn"``), the policy, the shared weights and a version counter; it builds its env
   and a plain ``SyncDataCollector`` and replies ``("started",)``.
 * **Weights.** ``TensorDict.from_module(policy)`` is copied once into shared memory.
-  ``updatepolicy_weights_()`` copies the new weights into it under a lock and bumps the
+  ``update_policy_weights_()`` copies the new weights into it under a lock and bumps the
   version counter; a worker whose version is behind copies them into its own policy
   before its next batch. Nothing is pickled.
 * **Batches.** A worker copies each batch into a shared-memory TensorDict, allocated when
@@ -291,7 +291,7 @@ class _MultiDataCollector(DataCollectorBase):
         return self._buffers[w]
 
     # -- weights, seeds, state ---------------------------------------------------------------
-    def updatepolicy_weights_(self, weights=None) -> None:
+    def update_policy_weights_(self, weights=None) -> None:
         """Make every worker use new policy weights from its next batch on.
 
         Args:
@@ -345,7 +345,7 @@ class _MultiDataCollector(DataCollectorBase):
         self._check_open()
         if "policy_state_dict" in state_dict:
             self.policy.load_state_dict(state_dict["policy_state_dict"])
-            self.updatepolicy_weights_()
+            self.update_policy_weights_()
         for w in range(self.num_workers):
             if f"worker{w}" in state_dict:
                 self._send(w, ("load_state_dict", state_dict[f"worker{w}"]), "load_state_dict")
@@ -384,7 +384,7 @@ class MultiSyncDataCollector(_MultiDataCollector):
     Each worker collects ``frames_per_batch / num_workers`` frames per iteration; the
     results are stacked (``cat_results="stack"``: ``[num_workers, *env_batch, T]``) or
     concatenated along a dim. Batches carry ``("collector", "worker_id")``; trajectory ids
-    are unique across workers. Call ``updatepolicy_weights_()`` after each optimizer
+    are unique across workers. Call ``update_policy_weights_()`` after each optimizer
     step: the weights go to the workers through shared memory.
 
     Args:
@@ -450,7 +450,7 @@ class MultiaSyncDataCollector(_MultiDataCollector):
 
     Every batch comes from one worker (``frames_per_batch`` frames, ``[*env_batch, T]``)
     and says which in ``("collector", "worker_id")``. A worker starts using new weights
-    (``updatepolicy_weights_()``) at its next batch, so a batch in flight may still use
+    (``update_policy_weights_()``) at its next batch, so a batch in flight may still use
     the previous ones.
 
     Args:
