@@ -9,6 +9,8 @@ this run. Run: ``python benchmarks/bench_collectors.py`` (``make bench`` runs th
 
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import torch
 from tensordict.nn import TensorDictModule
@@ -65,22 +67,24 @@ def main() -> None:
     sync = timeit(lambda: run_batches(it, BATCHES), repeats=REPEATS)
     single.shutdown()
 
-    multi = MultiSyncDataCollector([make_env, make_env], policy, frames_per_batch=FRAMES_PER_BATCH)
-    it = iter(multi)
-    two = timeit(lambda: run_batches(it, BATCHES), repeats=REPEATS)
-    multi.shutdown()
+    times = {}
+    for workers in (1, 2):
+        multi = MultiSyncDataCollector(
+            [make_env] * workers, policy, frames_per_batch=FRAMES_PER_BATCH
+        )
+        it = iter(multi)
+        times[workers] = timeit(lambda it=it: run_batches(it, BATCHES), repeats=REPEATS)
+        multi.shutdown()
 
-    fps = {name: frames / t for name, t in (("raw", raw), ("sync", sync), ("multi", two))}
+    fps = {"raw": frames / raw, "sync": frames / sync}
+    fps.update({workers: frames / t for workers, t in times.items()})
     rows = [
         ["raw loop (gymnasium + MLP)", fps["raw"], 1.0, "-"],
         ["SyncDataCollector", fps["sync"], fps["sync"] / fps["raw"], ">= 0.5 of raw"],
-        [
-            "MultiSyncDataCollector, 2 workers",
-            fps["multi"],
-            fps["multi"] / fps["sync"],
-            ">= 1.6x SyncDataCollector",
-        ],
+        ["MultiSyncDataCollector, 2 workers", fps[2], fps[2] / fps["sync"], ">= 1.6x Sync"],
+        ["MultiSyncDataCollector, 1 worker (IPC cost)", fps[1], fps[1] / fps["sync"], "-"],
     ]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     write_table(
         "collectors",
         "Collectors: frames/s on Pendulum-v1 (3-64-64-1 Tanh MLP policy)",
@@ -88,8 +92,9 @@ def main() -> None:
         rows,
         notes=(
             f"frames_per_batch={FRAMES_PER_BATCH}, {BATCHES} batches per run, median of "
-            f"{REPEATS} runs, 1 torch thread per process. The ratio is against the raw loop "
-            "(SyncDataCollector) and against SyncDataCollector (2 workers)."
+            f"{REPEATS} runs, 1 torch thread per process, {os.cpu_count()} CPUs (load average "
+            f"{load:.1f} at the end). Ratios: SyncDataCollector against the raw loop, the "
+            "multiprocess collectors against SyncDataCollector; 2 workers need 2 idle cores."
         ),
     )
 

@@ -123,12 +123,16 @@ def parent_alive(parent_pid: int) -> bool:
 
 
 def stop_processes(procs: list, conns: list, close_message, grace: float = 3.0) -> None:
-    """Send ``close_message`` to each live worker, join them, terminate (then kill) the
-    ones still running after ``grace`` seconds, and close the pipes."""
+    """Send ``close_message`` to each live worker (``send_bytes`` for bytes, else ``send``),
+    join them, terminate (then kill) the ones still running after ``grace`` seconds, and
+    close the pipes."""
     for conn, proc in zip(conns, procs):
         if proc.is_alive():
             try:
-                conn.send(close_message)
+                if isinstance(close_message, bytes):
+                    conn.send_bytes(close_message)
+                else:
+                    conn.send(close_message)
             except (OSError, ValueError):
                 pass
     deadline = time.monotonic() + grace

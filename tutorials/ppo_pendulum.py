@@ -84,7 +84,7 @@ adv_fn = GAE(value_network=critic, average_gae=True, gamma=0.99, lmbda=0.95)
 optim = torch.optim.Adam(loss_fn.parameters(), lr=2e-4)
 
 for data in collector:  # collect data
-    for epoch in range(10):
+    for epoch in range(10):  # noqa: B007 (the seed's loop, unchanged)
         adv_fn(data)  # compute advantage
         buffer.extend(data)
         for sample in buffer:  # consume data

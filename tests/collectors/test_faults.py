@@ -14,13 +14,13 @@ from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 from torch import nn
 
+from tests.collectors.helpers import CountingEnv, constant_policy, make_pendulum, wait_gone
 from torchrl_lite.collectors import (
     MultiaSyncDataCollector,
     MultiSyncDataCollector,
     SyncDataCollector,
 )
 from torchrl_lite.envs import SerialEnv
-from tests.collectors.helpers import CountingEnv, constant_policy, make_pendulum, wait_gone
 
 MULTI = [MultiSyncDataCollector, MultiaSyncDataCollector]
 

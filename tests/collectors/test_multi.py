@@ -4,6 +4,13 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from tests.collectors.helpers import (
+    CountingEnv,
+    assert_same,
+    constant_policy,
+    make_pendulum,
+    recurrent_policy,
+)
 from torchrl_lite.collectors import (
     MultiAsyncCollector,
     MultiaSyncDataCollector,
@@ -13,13 +20,6 @@ from torchrl_lite.collectors import (
 )
 from torchrl_lite.data.replay_buffers import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl_lite.envs import GymEnv, ParallelEnv, SerialEnv
-from tests.collectors.helpers import (
-    CountingEnv,
-    assert_same,
-    constant_policy,
-    make_pendulum,
-    recurrent_policy,
-)
 
 
 def make_counter():
@@ -202,7 +202,7 @@ class PixelPolicy(torch.nn.Module):
 
 
 @pytest.mark.parametrize(
-    "total_frames", [500, pytest.param(10000, marks=pytest.mark.slow)], ids=["short", "seed"]
+    "total_frames", [300, pytest.param(10000, marks=pytest.mark.slow)], ids=["short", "seed"]
 )
 def test_multi_async_seed_snippet(total_frames, no_leftover_workers):
     """The seed's MultiaSyncDataCollector loop as written (devices "cpu")."""
@@ -219,12 +219,32 @@ def test_multi_async_seed_snippet(total_frames, no_leftover_workers):
         total_frames=total_frames,
         frames_per_batch=50,
     )
-    for i, tensordict_data in enumerate(collector):
+    batches = 0
+    for tensordict_data in collector:
         loss = loss_module(tensordict_data)
         loss.backward()
         optim.step()
         optim.zero_grad()
         collector.update_policy_weights_()
+        batches += 1
     collector.shutdown()
-    assert i == total_frames // 50 - 1
+    assert batches == total_frames // 50
     assert tensordict_data["pixels"].shape[0] == 50
+
+
+@pytest.mark.gpu
+def test_collectors_on_cuda(no_leftover_workers):
+    """The seed's ``devices=["cuda:0", "cuda:0"]``: policies run on the GPU."""
+    policy = constant_policy(0.5)
+    data = SyncDataCollector(make_counter(), policy, frames_per_batch=4, device="cuda:0").next()
+    assert data.device.type == "cuda" and (data["action"] == 0.5).all()
+    with MultiaSyncDataCollector(
+        [make_counter, make_counter],
+        policy=policy,
+        devices=["cuda:0", "cuda:0"],
+        total_frames=200,
+        frames_per_batch=50,
+    ) as collector:
+        for data in collector:
+            assert (data["action"] == 0.5).all()
+            collector.update_policy_weights_()

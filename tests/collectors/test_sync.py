@@ -7,12 +7,6 @@ from tensordict.nn import TensorDictModule
 from tensordict.nn.distributions import NormalParamExtractor
 from torch import nn
 
-from torchrl_lite.collectors import Collector, SyncDataCollector, split_trajectories
-from torchrl_lite.data.replay_buffers import LazyTensorStorage, TensorDictReplayBuffer
-from torchrl_lite.envs import GymEnv, InitTracker, SerialEnv, TransformedEnv
-from torchrl_lite.envs.transforms import Compose
-from torchrl_lite.envs.utils import ExplorationType
-from torchrl_lite.modules import ProbabilisticActor, TanhNormal
 from tests.collectors.helpers import (
     CountingEnv,
     assert_same,
@@ -20,6 +14,12 @@ from tests.collectors.helpers import (
     make_pendulum,
     recurrent_policy,
 )
+from torchrl_lite.collectors import Collector, SyncDataCollector, split_trajectories
+from torchrl_lite.data.replay_buffers import LazyTensorStorage, TensorDictReplayBuffer
+from torchrl_lite.envs import GymEnv, InitTracker, SerialEnv, TransformedEnv
+from torchrl_lite.envs.transforms import Compose
+from torchrl_lite.envs.utils import ExplorationType
+from torchrl_lite.modules import ProbabilisticActor, TanhNormal
 
 
 def two_counters(limits=(2, 3)):

@@ -4,9 +4,9 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from tests.collectors.helpers import CountingEnv
 from torchrl_lite.collectors import SyncDataCollector, split_trajectories
 from torchrl_lite.envs import SerialEnv
-from tests.collectors.helpers import CountingEnv
 
 
 def batch_2x5():

@@ -7,7 +7,10 @@ from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
 
-_CHUNK = 128  # steps kept as references before being copied into the batch buffers
+# Steps kept as references before being copied into the buffers. Few enough that the
+# objects they hold (~10 per step) stay under the garbage collector's first threshold
+# (700 allocations): with 128, collections run during the batch and cost ~7 us per step.
+_CHUNK = 32
 
 
 class _Recorder:

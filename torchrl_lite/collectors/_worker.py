@@ -8,8 +8,10 @@ shared memory of a batch message sent just before.
 
 from __future__ import annotations
 
+import random as py_random
 import signal
 
+import numpy as np
 import torch
 from tensordict import TensorDictBase
 
@@ -69,7 +71,7 @@ class _Worker:
             return False
         if kind == "seed":
             _, seed, static = message
-            torch.manual_seed(seed)
+            _seed_rngs(seed)
             self.conn.send(("seed", self.collector.set_seed(seed, static_seed=static)))
         elif kind == "state_dict":
             state = self.collector.state_dict()
@@ -114,7 +116,7 @@ def _worker_main(conn, index, setup: dict, parent_pid: int, inherited: list) -> 
         other.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(setup["num_threads"])
-    torch.manual_seed(setup["torch_seed"])
+    _seed_rngs(setup["torch_seed"])  # forked workers would otherwise share RNG states
     collector = None
     try:
         try:
@@ -146,3 +148,10 @@ def _worker_main(conn, index, setup: dict, parent_pid: int, inherited: list) -> 
                 collector.shutdown()
             except Exception:
                 pass
+
+
+def _seed_rngs(seed: int) -> None:
+    """Seed this process's torch, numpy and ``random`` generators."""
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    py_random.seed(seed)

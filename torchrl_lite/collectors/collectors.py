@@ -9,8 +9,8 @@
 ``SyncDataCollector`` steps one env (which may be batched: ``GymEnv(num_envs=...)``,
 ``SerialEnv``, ``ParallelEnv``) in this process. Its hot loop per step: the policy
 (under ``torch.no_grad()`` and the exploration type), the env's ``_step``, a new root for
-the next step, and a reference kept to the step's TensorDict; every ``_CHUNK`` steps the
-leaves are copied into ``[T, *batch]`` buffers allocated once (``torch.stack(out=...)``).
+the next step, and a reference kept to the step's TensorDict; every few steps the leaves
+are copied into ``[T, *batch]`` buffers allocated once (``_recorder.py``).
 Sub-envs that are done are reset alone. The multiprocess collectors (``multi.py``) run one
 ``SyncDataCollector`` per worker process.
 """
@@ -40,7 +40,17 @@ _DROP_ROOT = frozenset({K.NEXT, K.RESET})  # root entries never carried to the n
 
 
 class DataCollectorBase:
-    """Frame budget, iteration and delivery shared by every collector (see module doc)."""
+    """Frame budget, iteration and delivery shared by every collector (see module doc).
+
+    Every collector is iterated the same way, whatever runs the envs: ``for data in
+    collector`` until ``total_frames`` frames, or ``collector.next()``.
+
+    Example:
+        >>> from torchrl_lite.envs import PendulumEnv
+        >>> collector = SyncDataCollector(PendulumEnv(), None, frames_per_batch=10)
+        >>> isinstance(collector, DataCollectorBase), collector.next().batch_size
+        (True, torch.Size([10]))
+    """
 
     def _init_common(
         self,
@@ -170,11 +180,13 @@ class SyncDataCollector(DataCollectorBase):
             output is checked against the action spec on the first batch.
         frames_per_batch: frames per batch, a multiple of the number of envs.
         total_frames: frames to collect in all; ``-1`` for endless collection.
-        device: the default of ``policy_device``, ``env_device`` and ``storing_device``.
+        device: the default of ``policy_device`` and ``storing_device`` (the env stays on
+            the device it was created on; steps move between the devices).
         storing_device: where batches are stored (default: the env's device).
         policy_device: where the policy runs (default: where its parameters are); a copy
             of the policy is moved there if needed (``update_policy_weights_()`` syncs it).
-        env_device: the env's device (checked against the env).
+        env_device: the env's device, if given checked against the env (envs are created
+            on their device, e.g. ``GymEnv(..., device=...)``).
         create_env_kwargs: keyword arguments for ``create_env_fn``.
         max_frames_per_traj: end trajectories after this many steps (sets
             ``("next", "truncated")`` and ``("next", "done")``); ``None``: no limit.
@@ -218,7 +230,6 @@ class SyncDataCollector(DataCollectorBase):
         replay_buffer=None,
     ):
         owner = type(self).__name__
-        self.closed = True  # until the env exists
         self._init_common(
             frames_per_batch, total_frames, init_random_frames, split_trajs, postproc, replay_buffer
         )
@@ -247,9 +258,9 @@ class SyncDataCollector(DataCollectorBase):
             self._set_devices(policy, device, storing_device, policy_device, env_device)
             self._set_layout()
         except BaseException:
-            env.close()
+            if env is not create_env_fn:  # an env this collector made
+                env.close()
             raise
-        self.closed = False
         self._td = None  # the root of the next step (None: reset first)
         self._traj_ids = None
         self._traj_count, self._traj_stride, self._traj_offset = 0, 1, 0
@@ -262,7 +273,7 @@ class SyncDataCollector(DataCollectorBase):
     def _set_devices(self, policy, device, storing_device, policy_device, env_device) -> None:
         owner, env = type(self).__name__, self.env
         device = torch.device(device) if device is not None else None
-        env_device = torch.device(env_device) if env_device is not None else device
+        env_device = torch.device(env_device) if env_device is not None else None
         if env_device is not None and env_device != env.device:
             raise ValueError(
                 f"{owner}: env_device={env_device} but the env lives on {env.device}; create "

@@ -136,7 +136,6 @@ class _MultiDataCollector(DataCollectorBase):
     ):
         owner = type(self).__name__
         self._procs, self._conns, self._finalizer = [], [], None
-        self.closed = True
         factories = _factories(owner, create_env_fn, num_workers, create_env_kwargs)
         self.num_workers = n = len(factories)
         self._backlog = {w: [] for w in range(n)}  # messages read while waiting for others

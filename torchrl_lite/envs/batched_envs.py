@@ -31,6 +31,7 @@ from torchrl_lite import _keys as K
 from torchrl_lite.envs import _batched_utils as U
 from torchrl_lite.envs import _batched_worker as W
 from torchrl_lite.envs.common import EnvBase
+from torchrl_lite.envs.libs.gym import _GymGroup
 
 __all__ = ["SerialEnv", "ParallelEnv"]
 
@@ -172,6 +173,10 @@ class SerialEnv(_BatchedEnv):
         self._flat = all(isinstance(k, str) for k in self._step_keys + self._reset_keys)
         self._flat_inputs = all(isinstance(k, str) for k in self._input_keys)
         self._move_outputs = self._env_device != self.device
+        # every copy a plain GymWrapper: step and reset them at the numpy level
+        self._group = _GymGroup.build(
+            self._envs, self._input_keys, self._step_keys, self._reset_keys
+        )
 
     def _shutdown(self) -> None:
         for env in self._envs:
@@ -209,12 +214,7 @@ class SerialEnv(_BatchedEnv):
         reset give their last reset values), or copies the reset copies' leaves into their
         ``out_rows`` and returns None.
         """
-        n = len(self._envs)
-        if mask is None:
-            chosen = range(n)
-        else:
-            chosen = [i for i, hit in enumerate(mask.reshape(n, -1).any(-1).tolist()) if hit]
-        for i in chosen:
+        for i in self._chosen(mask):
             env, sub = self._envs[i], None
             if env.batch_size and mask is not None and not bool(mask[i].all()):
                 sub_mask = mask[i].to(env.device)
@@ -229,6 +229,13 @@ class SerialEnv(_BatchedEnv):
             if out_rows is not None:
                 U.copy_row(out_rows[i], values)
         return U.stack(self._last_reset) if out_rows is None else None
+
+    def _chosen(self, mask: torch.Tensor | None) -> list[int] | range:
+        """The copies that ``mask`` (``[n, *env_batch, 1]``; None: all) resets."""
+        n = len(self._envs)
+        if mask is None:
+            return range(n)
+        return [i for i, hit in enumerate(mask.reshape(n, -1).any(-1).tolist()) if hit]
 
     def _collect(self, i: int, result: TensorDictBase, keys: list) -> list[torch.Tensor]:
         """The leaves ``keys`` of copy ``i``'s ``result`` (a declared state entry that a
@@ -248,8 +255,12 @@ class SerialEnv(_BatchedEnv):
     # -- EnvBase hooks -----------------------------------------------------------------
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._check_usable()
-        inputs = [tensordict.get(key) for key in self._input_keys]
-        values = self._step_into(U.rows(inputs, self.num_workers))
+        if self._group is not None:
+            arrays = self._group.step(tensordict.get(K.ACTION))
+            values = [torch.from_numpy(array) for array in arrays]
+        else:
+            inputs = [tensordict.get(key) for key in self._input_keys]
+            values = self._step_into(U.rows(inputs, self.num_workers))
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
         return U.td_from_leaves(self._step_keys, values, self.batch_size, self.device)
@@ -257,7 +268,11 @@ class SerialEnv(_BatchedEnv):
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         self._check_usable()
         mask = tensordict.get(K.RESET, None) if tensordict is not None else None
-        values = self._reset_into(mask)
+        if self._group is not None:
+            arrays = self._group.reset(self._chosen(mask))
+            values = [torch.from_numpy(array) for array in arrays]
+        else:
+            values = self._reset_into(mask)
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
         return U.td_from_leaves(self._reset_keys, values, self.batch_size, self.device)

@@ -26,7 +26,11 @@ from torchrl_lite.envs.utils import step_mdp
 
 __all__ = ["EnvBase"]
 
-_ROLLOUT_CHUNK = 256  # steps kept as references before being copied into the buffers
+# Steps kept as references before being copied into the buffers. Small enough that the
+# objects they hold (~10 per step) stay under the garbage collector's first threshold
+# (700 net allocations): with more, collections run during the rollout, promote those
+# objects, and the full collections that follow cost ~10 us per step.
+_ROLLOUT_CHUNK = 32
 
 
 class EnvBase:
@@ -208,14 +212,19 @@ class EnvBase:
         if reset_mask is not None and not bool(reset_mask.all()):
             out = _merge_partial(tensordict, out, reset_mask)
         elif tensordict is not None:
-            out = tensordict.exclude(K.RESET, K.NEXT).update(out)
+            out = _overlay(tensordict, out)
         self._is_reset = True
         return out
 
     def _fill_done(self, td: TensorDictBase) -> None:
         """Add the done flags a ``_reset`` left out (all False)."""
+        store = td._tensordict if type(td) is TensorDict else None
         for key in self.done_keys:
-            if key not in td.keys(True, True):
+            if store is not None and isinstance(key, str):  # a dict lookup: this runs per reset
+                if key not in store:
+                    flag = torch.zeros((*td.batch_size, 1), dtype=torch.bool, device=td.device)
+                    td._set_str(key, flag, validated=True, inplace=False)
+            elif td.get(key, None) is None:
                 td.set(key, torch.zeros((*td.batch_size, 1), dtype=torch.bool, device=td.device))
 
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -226,7 +235,7 @@ class EnvBase:
         if not self._checked_action:
             self._check_action(tensordict)
         next_td = self._step(tensordict)
-        tensordict.set(K.NEXT, next_td)
+        _set_next(tensordict, next_td)
         return tensordict
 
     def _check_action(self, tensordict: TensorDictBase) -> None:
@@ -257,7 +266,7 @@ class EnvBase:
         tensordict = self.step(tensordict)
         root = step_mdp(tensordict)
         done = root.get(K.DONE)
-        if bool(done.any()):
+        if bool(done.any() if self.batch_size else done):
             if self.batch_size:
                 root.set(K.RESET, done.clone())
             root = self.reset(root)
@@ -278,8 +287,14 @@ class EnvBase:
             if self.batch_locked
             else tensordict.batch_size[: tensordict.ndim - len(self.batch_size)]
         )
+        # a plain TensorDict on the spec's device takes the drawn leaf without the checks
+        # of ``set`` (``rand`` gives the right shape and device): this runs every step
+        fast = type(tensordict) is TensorDict and tensordict.device in (None, self.device)
         for key, spec in cache[1]:
-            tensordict.set(key, spec.rand(extra))
+            if fast and isinstance(key, str):
+                tensordict._set_str(key, spec.rand(extra), validated=True, inplace=False)
+            else:
+                tensordict.set(key, spec.rand(extra))
         return tensordict
 
     def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
@@ -345,11 +360,17 @@ class EnvBase:
         self._checked_action = self.spec_check == "never"
         recorder = _RolloutRecorder(max_steps)
         batch_dims = len(td.batch_size)
+        # without a break condition or a callback (which must see the env before the
+        # reset), each step but the last goes through step_and_maybe_reset: the same
+        # step, step_mdp and reset of the done sub-envs, which ParallelEnv does in one
+        # message per worker
+        fused = not (break_when_any_done or break_when_all_done) and callback is None
         for t in range(max_steps):
-            if policy is None:
-                td = self.rand_action(td)
-            else:
-                td = policy(td)
+            td = self.rand_action(td) if policy is None else policy(td)
+            if fused and t < max_steps - 1:
+                td_step, td = self.step_and_maybe_reset(td)
+                recorder.record(td_step)
+                continue
             if not self._checked_action:
                 self._check_action(td)
             next_td = self._step(td)  # reset was checked above: skip step()'s checks
@@ -422,8 +443,11 @@ class _RolloutRecorder:
         n = len(self.pending)
         if n == 0:
             return
+        stores: dict = {}  # per key prefix, the steps' dicts of leaves (plain TensorDicts)
         for i, (key, getter) in enumerate(zip(self.keys, self.getters)):
-            leaves = [getter(td) for td in self.pending]
+            leaves = self._gather(key, stores)
+            if leaves is None:  # not plain TensorDicts, or a key is missing: the slow path
+                leaves = [getter(td) for td in self.pending]
             buf = self.buffers[i]
             try:
                 if isinstance(buf, list) or leaves[0].requires_grad:
@@ -441,6 +465,24 @@ class _RolloutRecorder:
         self.pending.clear()
         self.written += n
 
+    def _gather(self, key, stores: dict) -> list | None:
+        """The pending steps' leaves at ``key``, read from the TensorDicts' dicts directly
+        (a few times faster than ``get``); None where that does not apply."""
+        path = key if isinstance(key, tuple) else (key,)
+        try:
+            return [d[path[-1]] for d in self._dicts(path[:-1], stores)]
+        except (KeyError, TypeError):
+            return None
+
+    def _dicts(self, prefix: tuple, stores: dict) -> list:
+        if prefix not in stores:
+            if prefix:
+                parents = self._dicts(prefix[:-1], stores)
+                stores[prefix] = [_plain_store(d[prefix[-1]]) for d in parents]
+            else:
+                stores[prefix] = [_plain_store(td) for td in self.pending]
+        return stores[prefix]
+
     def result(self, batch_size: torch.Size, device) -> TensorDictBase:
         self._flush()
         steps = self.written
@@ -452,6 +494,13 @@ class _RolloutRecorder:
                 leaf = leaf.movedim(0, ndim).contiguous()  # [*batch, T, ...]
             out.set(key, leaf)
         return out
+
+
+def _plain_store(td) -> dict:
+    """The dict of entries of a plain TensorDict; TypeError for anything else."""
+    if type(td) is not TensorDict:
+        raise TypeError(type(td).__name__)
+    return td._tensordict
 
 
 def _leaf_getter(key):
@@ -470,18 +519,73 @@ def _leaf_getter(key):
     return get
 
 
+def _set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
+    """``tensordict.set("next", next_td)``, without the checks when they cannot fail."""
+    if (
+        type(tensordict) is TensorDict
+        and next_td.batch_size == tensordict.batch_size
+        and next_td.device == tensordict.device
+    ):
+        tensordict._set_str(K.NEXT, next_td, validated=True, inplace=False)
+    else:
+        tensordict.set(K.NEXT, next_td)
+
+
+def _overlay(previous: TensorDictBase, reset_out: TensorDictBase) -> TensorDictBase:
+    """A new TensorDict: ``previous`` without ``"_reset"``/``"next"``, updated with
+    ``reset_out`` (``previous`` itself is left as it was)."""
+    if not (
+        type(previous) is TensorDict
+        and type(reset_out) is TensorDict
+        and previous.batch_size == reset_out.batch_size
+        and previous.device == reset_out.device
+    ):
+        return previous.exclude(K.RESET, K.NEXT).update(reset_out)
+    # the same as exclude + update, on the dicts: this runs at every auto-reset
+    entries = {k: v for k, v in previous._tensordict.items() if k not in _NOT_CARRIED}
+    for key, value in reset_out._tensordict.items():
+        old = entries.get(key)
+        if isinstance(old, TensorDictBase) and isinstance(value, TensorDictBase):
+            value = old.copy().update(value)
+        entries[key] = value
+    return TensorDict._new_unsafe(
+        entries, batch_size=previous.batch_size, device=previous.device, nested=False
+    )
+
+
+_NOT_CARRIED = frozenset({K.RESET, K.NEXT})
+
+
 def _merge_partial(
     previous: TensorDictBase, reset_out: TensorDictBase, mask: torch.Tensor
 ) -> TensorDictBase:
     """Entries of ``reset_out`` where ``mask`` is set, of ``previous`` elsewhere."""
-    out = previous.exclude(K.RESET, K.NEXT)
     mask = mask.reshape(*reset_out.batch_size)
-    for key in reset_out.keys(True, True):
-        new = reset_out.get(key)
-        old = previous.get(key, None)
+    masks = {}  # the mask reshaped to broadcast against leaves of each number of dims
+
+    def merge(new, old):
         if old is None or old.shape != new.shape:
-            out.set(key, new)
-            continue
-        m = mask.reshape(*mask.shape, *([1] * (new.dim() - mask.dim())))
-        out.set(key, torch.where(m, new, old))
+            return new
+        m = masks.get(new.dim())
+        if m is None:
+            m = masks[new.dim()] = mask.reshape(*mask.shape, *([1] * (new.dim() - mask.dim())))
+        return torch.where(m, new, old)
+
+    if (
+        type(previous) is TensorDict
+        and type(reset_out) is TensorDict
+        and previous.batch_size == reset_out.batch_size
+        and previous.device == reset_out.device
+        and all(isinstance(v, torch.Tensor) for v in reset_out._tensordict.values())
+    ):  # flat results (the common case): merge the dicts, build one TensorDict
+        entries = {k: v for k, v in previous._tensordict.items() if k not in _NOT_CARRIED}
+        for key, new in reset_out._tensordict.items():
+            old = entries.get(key)
+            entries[key] = merge(new, old if isinstance(old, torch.Tensor) else None)
+        return TensorDict._new_unsafe(
+            entries, batch_size=previous.batch_size, device=previous.device, nested=False
+        )
+    out = previous.exclude(K.RESET, K.NEXT)
+    for key in reset_out.keys(True, True):
+        out.set(key, merge(reset_out.get(key), previous.get(key, None)))
     return out

@@ -39,6 +39,19 @@ def step_mdp(
         >>> sorted(step_mdp(td).keys())
         ['observation']
     """
+    if (
+        next_tensordict is None
+        and keep_other
+        and exclude_reward
+        and not exclude_done
+        and exclude_action
+        and reward_keys == K.REWARD
+        and action_keys == K.ACTION
+        and type(tensordict) is TensorDict
+    ):
+        out = _step_mdp_default(tensordict)
+        if out is not None:
+            return out
     nxt = tensordict.get(K.NEXT)
     if exclude_reward and not exclude_done and reward_keys == K.REWARD:
         drop_next = _DEFAULT_DROP_NEXT  # the common case, without building sets
@@ -74,6 +87,24 @@ def step_mdp(
 
 _DEFAULT_DROP_NEXT = frozenset({K.REWARD})
 _DEFAULT_DROP_ROOT = frozenset({K.NEXT, K.RESET, K.ACTION, K.REWARD})
+
+
+def _step_mdp_default(tensordict: TensorDict) -> TensorDict | None:
+    """``step_mdp`` with its default arguments on plain TensorDicts, read from their dicts
+    (it runs every step of a rollout); None when ``"next"`` is not a plain TensorDict."""
+    nxt = tensordict._tensordict.get(K.NEXT)
+    if type(nxt) is not TensorDict:
+        return None
+    entries = {}
+    for key, value in nxt._tensordict.items():
+        if key != K.REWARD:
+            entries[key] = value.copy() if isinstance(value, TensorDictBase) else value
+    for key, value in tensordict._tensordict.items():
+        if key not in entries and key not in _DEFAULT_DROP_ROOT:
+            entries[key] = value.copy() if isinstance(value, TensorDictBase) else value
+    return TensorDict._new_unsafe(
+        entries, batch_size=nxt.batch_size, device=nxt.device, nested=False
+    )
 
 
 def check_env_specs(

@@ -16,7 +16,7 @@ from torch import nn
 from torchrl_lite.collectors import SyncDataCollector
 from torchrl_lite.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl_lite.modules import EGreedyModule, QValueActor
-from torchrl_lite.objectives import DQNLoss, HardUpdate
+from torchrl_lite.objectives import DQNLoss, HardUpdate, SoftUpdate
 from torchrl_lite.recipes.common import check_action_kind, make_env, mlp, whole_batches
 from torchrl_lite.trainers import ReplayBufferTrainer, Trainer
 
@@ -38,6 +38,12 @@ class Config:
     """Seeds torch and the env."""
     target: float | None = None
     """Stop when the mean of the last 10 training returns reaches this (None: recipe's)."""
+    num_envs: int = 0
+    """Copies of the env stepped together (0: one plain env)."""
+    tau: float = 0.0
+    """Soft target-update rate (0: hard copies every ``target_update_interval``)."""
+    lr_end: float | None = None
+    """Final lr of a linear decay over ``frames`` (None: constant)."""
     init_random_frames: int = 1024
     """Frames of uniform random actions before learning starts."""
     frames_per_batch: int = 256
@@ -67,7 +73,7 @@ class Config:
 
 
 def make_train_env(cfg: Config):
-    env = make_env(cfg.env, seed=cfg.seed)
+    env = make_env(cfg.env, num_envs=cfg.num_envs, seed=cfg.seed)
     check_action_kind(env, ACTIONS, "DQN")
     return env
 
@@ -109,7 +115,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         total_frames=cfg.frames,
         optim_steps_per_batch=cfg.optim_steps_per_batch,
         loss_module=loss,
-        optimizer=torch.optim.Adam(loss.parameters(), lr=cfg.lr),
+        optimizer=torch.optim.Adam(loss.parameters(), lr=cfg.lr, fused=True),
         logger=logger,
         clip_norm=cfg.max_grad_norm,
         progress_bar=progress_bar,
@@ -119,7 +125,15 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     )
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(cfg.buffer_size))
     ReplayBufferTrainer(buffer, batch_size=cfg.batch_size).register(trainer)
-    updater = HardUpdate(loss, value_network_update_interval=cfg.target_update_interval)
+    if cfg.tau > 0:
+        updater = SoftUpdate(loss, tau=cfg.tau)
+    else:
+        updater = HardUpdate(loss, value_network_update_interval=cfg.target_update_interval)
     trainer.register_op("post_optim", updater.step)
+    if cfg.lr_end is not None:
+        opt = trainer._modules["optimizer"].optimizer
+        batches = cfg.frames // cfg.frames_per_batch
+        sched = torch.optim.lr_scheduler.LinearLR(opt, 1.0, cfg.lr_end / cfg.lr, total_iters=batches)
+        trainer.register_op("post_steps", sched.step)
     trainer.register_op("post_steps", explore.step, frames=cfg.frames_per_batch)
     return trainer, actor

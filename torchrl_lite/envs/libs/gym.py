@@ -9,6 +9,7 @@ with ``categorical_action_encoding=True``, ``Categorical``, ``MultiDiscrete``,
 from __future__ import annotations
 
 import difflib
+import operator
 
 import numpy as np
 import torch
@@ -78,6 +79,14 @@ def space_to_spec(space, categorical_action_encoding: bool = False, device=None)
     raise TypeError(f"Gymnasium space {space!r} is not supported")
 
 
+def _numpy(tensor: torch.Tensor) -> np.ndarray:
+    """``tensor.numpy()`` (shares memory), through ``detach().cpu()`` where that is needed."""
+    try:
+        return tensor.numpy()  # the common case (a CPU tensor without grad) in one call
+    except (RuntimeError, TypeError):
+        return tensor.detach().cpu().numpy()
+
+
 class _Converter:
     """Turns gymnasium values into tensors (and actions back), decided once per space."""
 
@@ -94,18 +103,20 @@ class _Converter:
         spec, start, batched = self.spec, self.start, self.batched
         if isinstance(spec, OneHot):
             if batched:
-                return lambda a: a.argmax(-1).numpy() + start
-            return lambda a: int(a.argmax(-1)) + start
+                if start == 0:
+                    return lambda a: _numpy(a).argmax(-1)
+                return lambda a: _numpy(a).argmax(-1) + start
+            return lambda a: int(_numpy(a).argmax(-1)) + start
         if isinstance(spec, MultiOneHot):
             return lambda a: spec.to_categorical(a).numpy()
         if isinstance(spec, Categorical):
             if batched:
-                return lambda a: a.numpy() + start
+                return lambda a: _numpy(a) + start
             return lambda a: int(a) + start
         np_dtype = self.space.dtype
 
         def to_array(a):
-            array = a.detach().cpu().numpy()
+            array = _numpy(a)
             return array if array.dtype == np_dtype else array.astype(np_dtype)
 
         return to_array
@@ -252,39 +263,57 @@ class GymWrapper(EnvBase):
         self._env.action_space.seed(seed)
 
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
-        kwargs = {}
-        if self._pending_seed is not None:
-            kwargs["seed"], self._pending_seed = self._pending_seed, None
         mask = tensordict.get(K.RESET, None) if tensordict is not None else None
+        options = None
         if mask is not None and self.vectorized:
-            kwargs["options"] = {"reset_mask": mask.reshape(self.num_envs).cpu().numpy()}
-        obs, _info = self._env.reset(**kwargs)
+            options = {"reset_mask": mask.reshape(self.num_envs).cpu().numpy()}
+        obs = self._gym_reset(options)
         self._last_obs = None
         return self._observation_td(obs, {})
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        action = self._action.action_to_gym(tensordict.get(K.ACTION))
-        reward = 0.0
-        for _ in range(self.frame_skip):
+        action = self._action.action_to_gym(_get(tensordict, K.ACTION))
+        obs, reward, terminated, truncated = self._gym_step(action)
+        # flags and reward as numpy arrays of their final shape, then one from_numpy each
+        # (the cheapest way to a new tensor: this runs every step)
+        if self.vectorized:
+            shape = (self.num_envs, 1)
+            reward = np.array(reward, dtype=np.float32).reshape(shape)  # copies: a vector
+            term = np.array(terminated, dtype=bool).reshape(shape)  # env may reuse its arrays
+            trunc = np.array(truncated, dtype=bool).reshape(shape)
+            done = term | trunc
+        else:
+            reward = np.array([reward], dtype=np.float32)
+            term = np.array([terminated], dtype=bool)
+            trunc = np.array([truncated], dtype=bool)
+            done = np.array([terminated or truncated], dtype=bool)
+        entries = {
+            K.REWARD: torch.from_numpy(reward),
+            K.DONE: torch.from_numpy(done),
+            K.TERMINATED: torch.from_numpy(term),
+            K.TRUNCATED: torch.from_numpy(trunc),
+        }
+        return self._observation_td(obs, entries)
+
+    # -- gymnasium calls (shared with _GymGroup) ---------------------------------------
+    def _gym_reset(self, options=None):
+        """Reset the gymnasium env (with the seed from ``set_seed`` if one is pending)."""
+        kwargs = {} if options is None else {"options": options}
+        if self._pending_seed is not None:
+            kwargs["seed"], self._pending_seed = self._pending_seed, None
+        obs, _info = self._env.reset(**kwargs)
+        return obs
+
+    def _gym_step(self, action) -> tuple:
+        """``(obs, reward, terminated, truncated)`` after ``frame_skip`` steps (fewer if
+        the episode ends; rewards summed)."""
+        obs, reward, terminated, truncated, _info = self._env.step(action)
+        for _ in range(self.frame_skip - 1):
+            if np.any(np.logical_or(terminated, truncated)):
+                break
             obs, r, terminated, truncated, _info = self._env.step(action)
             reward = reward + r
-            if self.frame_skip > 1 and np.any(np.logical_or(terminated, truncated)):
-                break
-        entries = {}
-        if self.vectorized:
-            n = self.num_envs
-            entries[K.REWARD] = torch.from_numpy(np.asarray(reward, dtype=np.float32)).reshape(n, 1)
-            term = torch.from_numpy(np.asarray(terminated, dtype=bool)).reshape(n, 1)
-            trunc = torch.from_numpy(np.asarray(truncated, dtype=bool)).reshape(n, 1)
-            entries[K.DONE] = term | trunc
-        else:
-            entries[K.REWARD] = torch.full((1,), float(reward))
-            term = torch.from_numpy(np.array([terminated], dtype=bool))
-            trunc = torch.from_numpy(np.array([truncated], dtype=bool))
-            entries[K.DONE] = torch.from_numpy(np.array([terminated or truncated], dtype=bool))
-        entries[K.TERMINATED] = term
-        entries[K.TRUNCATED] = trunc
-        return self._observation_td(obs, entries)
+        return obs, reward, terminated, truncated
 
     def _observation_td(self, obs, entries: dict) -> TensorDictBase:
         if obs is self._last_obs and isinstance(obs, np.ndarray):  # the env reused its buffer
@@ -299,7 +328,9 @@ class GymWrapper(EnvBase):
             entries[K.PIXELS] = torch.from_numpy(self._render_array())
         if self.device.type != "cpu":
             entries = {k: v.to(self.device, non_blocking=True) for k, v in entries.items()}
-        return TensorDict._new_unsafe(entries, batch_size=self.batch_size, device=self.device)
+        return TensorDict._new_unsafe(
+            entries, batch_size=self.batch_size, device=self.device, nested=False
+        )
 
     def close(self) -> None:
         if not self.is_closed:
@@ -310,6 +341,105 @@ class GymWrapper(EnvBase):
         spec = getattr(self._env, "spec", None)
         name = spec.id if spec is not None else type(self._env).__name__
         return f"{type(self).__name__}(env={name}, batch_size={list(self.batch_size)}, device={self.device})"
+
+
+class _GymGroup:
+    """Several single GymWrappers stepped and reset as one batch, at the numpy level.
+
+    A ``SerialEnv`` (and so each ``ParallelEnv`` worker) uses it when every copy is a plain
+    ``GymWrapper`` on CPU whose observation is one array: the gymnasium env of each copy is
+    called directly and its results are written into one numpy array per key, instead of
+    building a TensorDict per copy and stacking them key by key (that costs about twice
+    the gymnasium step itself for CartPole). The results are the same values, dtypes and
+    shapes as stacking the copies' ``_step``/``_reset`` outputs.
+
+    Keys are the batched env's ``step_keys`` (observation, reward, done flags) and
+    ``reset_keys`` (observation, done flags); ``build`` returns None for anything else.
+    """
+
+    @classmethod
+    def build(cls, envs: list, input_keys: list, step_keys: list, reset_keys: list):
+        first = envs[0]
+        plain = all(
+            isinstance(env, GymWrapper)
+            and type(env)._step is GymWrapper._step
+            and type(env)._reset is GymWrapper._reset
+            and not env.vectorized
+            and not env.from_pixels
+            and env.device.type == "cpu"
+            for env in envs
+        )
+        if not plain or input_keys != [K.ACTION] or first._single_obs is None:
+            return None
+        obs = first._single_obs
+        if not obs.same_dtype or obs.one_hot:
+            return None
+        flags = [K.DONE, K.TERMINATED, K.TRUNCATED]
+        if set(step_keys) != {K.OBSERVATION, K.REWARD, *flags}:
+            return None
+        if set(reset_keys) != {K.OBSERVATION, *flags}:
+            return None
+        return cls(envs, step_keys, reset_keys)
+
+    def __init__(self, envs: list, step_keys: list, reset_keys: list):
+        n, first = len(envs), envs[0]
+        self.envs = envs
+        self.step_keys, self.reset_keys = step_keys, reset_keys
+        space, spec = first._action.space, first._action.spec
+        batched = _Converter(space, spec, batched=True)
+        self._to_gym = batched.action_to_gym
+        # one Python int per copy for discrete actions (as a single GymWrapper passes)
+        self._as_list = isinstance(spec, (OneHot, Categorical))
+        obs_spec = first.observation_spec[K.OBSERVATION]
+        obs_dtype = torch.empty(0, dtype=obs_spec.dtype).numpy().dtype
+        layout = {  # shape and numpy dtype of each key
+            K.OBSERVATION: ((n, *obs_spec.shape), obs_dtype),
+            K.REWARD: ((n, 1), np.float32),
+            **{key: ((n, 1), np.bool_) for key in (K.DONE, K.TERMINATED, K.TRUNCATED)},
+        }
+        self._step_layout = [layout[k] for k in step_keys]
+        self._step_pick = operator.itemgetter(
+            *(step_keys.index(k) for k in (K.OBSERVATION, K.REWARD, K.TERMINATED, K.TRUNCATED))
+        )
+        self._done_pos = step_keys.index(K.DONE)
+        self._reset_obs_pos = reset_keys.index(K.OBSERVATION)
+        self._reset_flag_pos = [reset_keys.index(k) for k in (K.DONE, K.TERMINATED, K.TRUNCATED)]
+        # the last reset of each copy (what a copy that is not reset reports)
+        self._last_reset = [np.zeros(*layout[k]) for k in reset_keys]
+
+    def step(self, action: torch.Tensor, out: list[np.ndarray] | None = None) -> list:
+        """Step copy ``i`` with ``action[i]``; the results (``[n, ...]`` arrays in
+        ``step_keys`` order) are written into ``out`` (new arrays when None)."""
+        actions = self._to_gym(action)
+        actions = actions.tolist() if self._as_list else list(actions)
+        if out is None:
+            out = [np.empty(shape, dtype) for shape, dtype in self._step_layout]
+        obs, reward, term, trunc = self._step_pick(out)
+        for i, (env, a) in enumerate(zip(self.envs, actions)):
+            obs[i], reward[i], term[i], trunc[i] = env._gym_step(a)
+        np.logical_or(term, trunc, out=out[self._done_pos])
+        return out
+
+    def reset(self, chosen, out: list[np.ndarray] | None = None) -> list:
+        """Reset the copies in ``chosen``; write their rows (``reset_keys`` order) into
+        ``out``, or return new ``[n, ...]`` arrays holding the last reset of every copy."""
+        arrays = self._last_reset if out is None else out
+        obs = arrays[self._reset_obs_pos]
+        for i in chosen:
+            obs[i] = self.envs[i]._gym_reset()
+            self.envs[i]._is_reset = True
+            for j in self._reset_flag_pos:
+                arrays[j][i] = False
+        return [a.copy() for a in arrays] if out is None else arrays
+
+
+def _get(tensordict: TensorDictBase, key: str) -> torch.Tensor:
+    """``tensordict.get(key)``, read from the dict of a plain TensorDict (5x faster)."""
+    if type(tensordict) is TensorDict:
+        value = tensordict._tensordict.get(key)
+        if value is not None:
+            return value
+    return tensordict.get(key)
 
 
 def _pick(obs, key):

@@ -1,0 +1,154 @@
+"""CQL (conservative Q-learning, CQL(H) on SAC) on a dataset file, for continuous actions.
+
+Paper: Kumar et al. 2020, https://arxiv.org/abs/2006.04779. Offline: the agent learns
+from ``dataset`` (a D4RL-layout ``.hdf5`` file; make one with
+:func:`~torchrl_lite.recipes.offline.collect_dataset`) and never acts while training;
+``env`` only evaluates it. ``frames`` counts gradient steps.
+
+Example:
+    >>> cfg = Config(dataset="pendulum-medium.hdf5")
+    >>> # trainer, policy = make_trainer(cfg)
+    >>> # make_evaluation(cfg, policy).register(trainer)  # evaluation returns
+    >>> # trainer.train()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from tensordict.nn import NormalParamExtractor, TensorDictModule
+from torch import nn
+
+from torchrl_lite.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl_lite.objectives import CQLLoss, SoftUpdate
+from torchrl_lite.recipes.common import check_action_kind, make_env
+from torchrl_lite.recipes.offline import (
+    EvaluationReturns,
+    OfflineBatches,
+    check_dataset_fits,
+    load_dataset,
+)
+from torchrl_lite.trainers import Trainer
+
+ALGO = "cql"
+ACTIONS = "continuous"
+OFFLINE = True
+TARGETS: dict = {}
+ENV_DEFAULTS = {"dm_control/": dict(eval_steps=1000)}
+
+
+@dataclass(frozen=True)
+class Config:
+    """CQL settings; the defaults are for Pendulum-v1."""
+
+    env: str = "Pendulum-v1"
+    """The env the dataset came from: networks are shaped on it and evaluated in it."""
+    dataset: str = ""
+    """Path of the D4RL-layout ``.hdf5`` file to learn from."""
+    frames: int = 20_000
+    """Gradient steps (offline, the trainer counts one frame per step)."""
+    seed: int = 0
+    """Seeds torch and the evaluation env."""
+    target: float | None = None
+    """Stop once the evaluation return reaches this (None: the recipe's, if any)."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    lr: float = 3e-4
+    """Adam learning rate of the Q-networks and the temperature."""
+    actor_lr: float = 1e-4
+    """Adam learning rate of the actor."""
+    gamma: float = 0.99
+    """Discount."""
+    tau: float = 0.005
+    """Soft target-update rate of the Q-networks."""
+    min_q_weight: float = 1.0
+    """Weight of the conservative penalty (soft-max of Q over actions minus Q of the data)."""
+    num_random: int = 10
+    """Sampled actions of each kind (uniform, policy at s, policy at s') per state."""
+    hidden: int = 64
+    """Units per hidden layer (two layers, ReLU)."""
+    eval_interval: int = 1_000
+    """Gradient steps between two evaluations."""
+    eval_episodes: int = 10
+    """Episodes per evaluation (run side by side)."""
+    eval_steps: int = 200
+    """Steps of each evaluation episode (Pendulum-v1's episode length)."""
+
+
+def make_eval_env(cfg: Config, **kwargs):
+    return make_env(cfg.env, seed=cfg.seed + 10_000, **kwargs)
+
+
+def make_evaluation(cfg: Config, policy, target: float | None = None) -> EvaluationReturns:
+    """The learning signal: evaluation episodes every ``eval_interval`` steps."""
+    env = make_env(cfg.env, num_envs=cfg.eval_episodes, seed=cfg.seed + 20_000)
+    return EvaluationReturns(
+        env, policy, interval=cfg.eval_interval, steps=cfg.eval_steps, target=target
+    )
+
+
+def make_actor_qvalue(cfg: Config, env):
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    spec = env.action_spec
+    act_dim = spec.shape[-1]
+    net = nn.Sequential(
+        MLP(obs_dim, 2 * act_dim, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU),
+        NormalParamExtractor(),
+    )
+    actor = ProbabilisticActor(
+        TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+        distribution_kwargs={"low": spec.low, "high": spec.high},
+        spec=spec,
+    )
+    qnet = MLP(obs_dim + act_dim, 1, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU)
+    qvalue = ValueOperator(qnet, in_keys=["observation", "action"])  # MLP joins the inputs
+    return actor, qvalue
+
+
+def make_optimizer(cfg: Config, loss: CQLLoss) -> torch.optim.Adam:
+    """One Adam: the actor at ``actor_lr``, the Q-networks and the temperature at ``lr``."""
+    actor_params = list(loss.actor_network.parameters())
+    in_actor = {id(p) for p in actor_params}
+    others = [p for p in loss.parameters() if id(p) not in in_actor]
+    groups = [{"params": actor_params, "lr": cfg.actor_lr}, {"params": others}]
+    return torch.optim.Adam(groups, lr=cfg.lr)
+
+
+def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
+    """Everything to train: ``(trainer, policy)``; register :func:`make_evaluation` too."""
+    torch.manual_seed(cfg.seed)
+    env = make_eval_env(cfg)
+    check_action_kind(env, ACTIONS, "CQL")
+    dataset = load_dataset(cfg.dataset, cfg.batch_size)
+    check_dataset_fits(dataset, env)
+    actor, qvalue = make_actor_qvalue(cfg, env)
+    loss = CQLLoss(
+        actor,
+        qvalue,
+        action_spec=env.action_spec,
+        num_qvalue_nets=2,
+        min_q_weight=cfg.min_q_weight,
+        num_random=cfg.num_random,
+        loss_function="l2",
+        gamma=cfg.gamma,
+    )
+    env.close()
+    batches = OfflineBatches(dataset, total_steps=cfg.frames)
+    trainer = Trainer(
+        collector=batches,
+        total_frames=cfg.frames,
+        optim_steps_per_batch=1,
+        loss_module=loss,
+        optimizer=make_optimizer(cfg, loss),
+        logger=logger,
+        progress_bar=progress_bar,
+        save_trainer_file=checkpoint,
+        save_trainer_interval=5_000,
+        log_interval=cfg.eval_interval,
+    )
+    batches.register(trainer)
+    trainer.register_op("post_optim", SoftUpdate(loss, tau=cfg.tau).step)
+    return trainer, actor
