@@ -1,4 +1,4 @@
-"""Environment benchmarks: per-step cost of GymEnv against a raw gymnasium + torch loop.
+"""Environment benchmarks: GymEnv, SerialEnv/ParallelEnv and transforms against gymnasium.
 
 Run: ``python benchmarks/bench_envs.py`` (``make bench`` runs every benchmark). Every
 ratio compares two loops measured in this run on this machine.
@@ -6,6 +6,7 @@ ratio compares two loops measured in this run on this machine.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
@@ -14,10 +15,23 @@ import numpy as np
 import torch
 
 from _common import smoke, timeit, write_table
-from torchrl_lite.envs import GymEnv
+from torchrl_lite.envs import (
+    Compose,
+    GymEnv,
+    InitTracker,
+    ObservationNorm,
+    ParallelEnv,
+    RewardScaling,
+    RewardSum,
+    SerialEnv,
+    StepCounter,
+    TransformedEnv,
+)
 
 torch.set_num_threads(1)
 STEPS = 2_000 if smoke() else 10_000
+FRAMES = 4_000 if smoke() else 20_000  # batched envs: frames per run
+COPIES = 4
 
 
 def raw_loop(env_id: str, steps: int) -> None:
@@ -71,6 +85,65 @@ def per_step_rows() -> list[list]:
     return rows
 
 
+def gym_vector_run(vec_env, frames: int):
+    """The floor of a batched env: a gymnasium vector env, random actions, obs -> torch."""
+
+    def run() -> None:
+        vec_env.reset(seed=0)
+        vec_env.action_space.seed(0)
+        for _ in range(frames // vec_env.num_envs):
+            obs, reward, terminated, truncated, _ = vec_env.step(vec_env.action_space.sample())
+            torch.as_tensor(obs)
+
+    return run
+
+
+def batched_rows() -> list[list]:
+    """4 CartPole copies: SerialEnv vs SyncVectorEnv, ParallelEnv vs AsyncVectorEnv."""
+    make = functools.partial(GymEnv, "CartPole-v1")
+    steps = FRAMES // COPIES
+    cases = [
+        ("sync", "SerialEnv(4)", lambda: SerialEnv(COPIES, make)),
+        ("async", "ParallelEnv(4)", lambda: ParallelEnv(COPIES, make)),
+        (
+            "async",
+            "ParallelEnv(4, num_processes=2)",
+            lambda: ParallelEnv(COPIES, make, num_processes=2),
+        ),
+    ]
+    rows = []
+    for mode, name, build in cases:
+        vec_env = gym.make_vec("CartPole-v1", num_envs=COPIES, vectorization_mode=mode)
+        env = build()
+        try:
+            raw = timeit(gym_vector_run(vec_env, FRAMES))
+            lib = timeit(lambda env=env: lib_rollout(env, steps))
+        finally:
+            env.close()
+            vec_env.close()
+        floor = "SyncVectorEnv" if mode == "sync" else "AsyncVectorEnv"
+        rows.append([f"{name} vs {floor}", FRAMES / raw, FRAMES / lib, raw / lib])
+    return rows
+
+
+def transform_rows() -> list[list]:
+    """What a Compose of 5 simple transforms adds to each step of a CartPole rollout."""
+    plain = GymEnv("CartPole-v1")
+    transformed = TransformedEnv(
+        GymEnv("CartPole-v1"),
+        Compose(
+            ObservationNorm(loc=0.0, scale=2.0, in_keys=["observation"]),
+            RewardScaling(loc=0.0, scale=0.5),
+            RewardSum(),
+            StepCounter(),
+            InitTracker(),
+        ),
+    )
+    base = timeit(lambda: lib_rollout(plain, STEPS)) / STEPS * 1e6
+    composed = timeit(lambda: lib_rollout(transformed, STEPS)) / STEPS * 1e6
+    return [["GymEnv('CartPole-v1') + Compose of 5 transforms", base, composed, composed - base]]
+
+
 def import_time(code: str, repeats: int = 5) -> float:
     best = float("inf")
     for _ in range(repeats):
@@ -104,6 +177,27 @@ def main() -> None:
         ["case", "raw gymnasium+torch (us/step)", "torchrl_lite (us/step)", "ratio"],
         per_step_rows(),
         notes=f"{STEPS} steps, median of 5 runs; raw loop = gymnasium step + action_space.sample() + torch.as_tensor(obs). Target ratio <= 2.",
+    )
+    write_table(
+        "envs_batched",
+        f"Batched envs: {COPIES} CartPole-v1 copies, random policy",
+        [
+            "case",
+            "gymnasium (frames/s)",
+            "torchrl_lite (frames/s)",
+            "ratio (torchrl_lite / gymnasium)",
+        ],
+        batched_rows(),
+        notes=f"{FRAMES} frames per run, median of 5 runs (wall time). Targets: SerialEnv >= 0.67 "
+        "(within 1.5x of SyncVectorEnv), ParallelEnv >= 1.",
+    )
+    write_table(
+        "envs_transforms",
+        "Per-step cost of transforms",
+        ["case", "without (us/step)", "with (us/step)", "added (us/step)"],
+        transform_rows(),
+        notes="ObservationNorm, RewardScaling, RewardSum, StepCounter, InitTracker on a random "
+        f"CartPole rollout of {STEPS} steps, median of 5 runs. Target: under 15 us added per step.",
     )
     write_table(
         "import_time",

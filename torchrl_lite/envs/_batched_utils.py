@@ -130,7 +130,8 @@ def leaf_keys(*specs: Composite) -> list:
 def td_from_leaves(keys: list, values: list, batch_size, device) -> TensorDictBase:
     """A TensorDict of the given leaves (keys may be nested tuples), built without checks."""
     if not any(isinstance(k, tuple) for k in keys):
-        return TensorDict._new_unsafe(dict(zip(keys, values)), batch_size=batch_size, device=device)
+        entries = dict(zip(keys, values))
+        return TensorDict._new_unsafe(entries, batch_size=batch_size, device=device, nested=False)
     tree: dict = {}
     for key, value in zip(keys, values):
         node = tree

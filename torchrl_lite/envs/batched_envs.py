@@ -235,7 +235,10 @@ class SerialEnv(_BatchedEnv):
         n = len(self._envs)
         if mask is None:
             return range(n)
-        return [i for i, hit in enumerate(mask.reshape(n, -1).any(-1).tolist()) if hit]
+        hits = (
+            mask.reshape(n).tolist() if mask.numel() == n else mask.reshape(n, -1).any(-1).tolist()
+        )
+        return [i for i, hit in enumerate(hits) if hit]
 
     def _collect(self, i: int, result: TensorDictBase, keys: list) -> list[torch.Tensor]:
         """The leaves ``keys`` of copy ``i``'s ``result`` (a declared state entry that a
@@ -263,7 +266,7 @@ class SerialEnv(_BatchedEnv):
             values = self._step_into(U.rows(inputs, self.num_workers))
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
-        return U.td_from_leaves(self._step_keys, values, self.batch_size, self.device)
+        return self._td(self._step_keys, values)
 
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         self._check_usable()
@@ -275,7 +278,15 @@ class SerialEnv(_BatchedEnv):
             values = self._reset_into(mask)
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
-        return U.td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
+        return self._td(self._reset_keys, values)
+
+    def _td(self, keys: list, values: list) -> TensorDictBase:
+        if self._flat:
+            entries = dict(zip(keys, values))
+            return TensorDict._new_unsafe(
+                entries, self.batch_size, device=self.device, nested=False
+            )
+        return U.td_from_leaves(keys, values, self.batch_size, self.device)
 
     def _set_seed(self, seed: int) -> None:
         self._check_usable()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tensordict import TensorDict, TensorDictBase
+from torch import Tensor
 
 from torchrl_lite import _keys as K
 
@@ -95,15 +96,21 @@ def _step_mdp_default(tensordict: TensorDict) -> TensorDict | None:
     nxt = tensordict._tensordict.get(K.NEXT)
     if type(nxt) is not TensorDict:
         return None
+    # nested TensorDicts are copied (shallow), as in the general case below; the exact
+    # type check first spares the slower ABC isinstance for plain tensors
     entries = {}
     for key, value in nxt._tensordict.items():
         if key != K.REWARD:
-            entries[key] = value.copy() if isinstance(value, TensorDictBase) else value
+            if type(value) is not Tensor and isinstance(value, TensorDictBase):
+                value = value.copy()
+            entries[key] = value
     for key, value in tensordict._tensordict.items():
         if key not in entries and key not in _DEFAULT_DROP_ROOT:
-            entries[key] = value.copy() if isinstance(value, TensorDictBase) else value
+            if type(value) is not Tensor and isinstance(value, TensorDictBase):
+                value = value.copy()
+            entries[key] = value
     return TensorDict._new_unsafe(
-        entries, batch_size=nxt.batch_size, device=nxt.device, nested=False
+        entries, batch_size=nxt._batch_size, device=nxt._device, nested=False
     )
 
 

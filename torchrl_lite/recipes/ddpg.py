@@ -51,7 +51,7 @@ class Config:
     """Frames of uniform random actions before learning starts."""
     frames_per_batch: int = 10
     """Frames collected between two rounds of updates."""
-    utd_ratio: float = 1.0
+    utd_ratio: float = 2.0
     """Gradient steps per collected frame."""
     batch_size: int = 256
     """Transitions per gradient step."""
@@ -125,7 +125,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         total_frames=cfg.frames,
         optim_steps_per_batch=max(1, round(cfg.utd_ratio * cfg.frames_per_batch)),
         loss_module=loss,
-        optimizer=torch.optim.Adam(loss.parameters(), lr=cfg.lr),
+        optimizer=torch.optim.Adam(loss.parameters(), lr=cfg.lr, fused=True),
         logger=logger,
         progress_bar=progress_bar,
         save_trainer_file=checkpoint,

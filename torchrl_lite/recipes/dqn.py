@@ -42,8 +42,8 @@ class Config:
     """Copies of the env stepped together (0: one plain env)."""
     tau: float = 0.0
     """Soft target-update rate (0: hard copies every ``target_update_interval``)."""
-    lr_end: float | None = None
-    """Final lr of a linear decay over ``frames`` (None: constant)."""
+    lr_end: float = 0.0
+    """Final lr of a linear decay over ``frames`` (0: constant)."""
     init_random_frames: int = 1024
     """Frames of uniform random actions before learning starts."""
     frames_per_batch: int = 256
@@ -130,7 +130,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     else:
         updater = HardUpdate(loss, value_network_update_interval=cfg.target_update_interval)
     trainer.register_op("post_optim", updater.step)
-    if cfg.lr_end is not None:
+    if cfg.lr_end > 0:
         opt = trainer._modules["optimizer"].optimizer
         batches = cfg.frames // cfg.frames_per_batch
         sched = torch.optim.lr_scheduler.LinearLR(opt, 1.0, cfg.lr_end / cfg.lr, total_iters=batches)

@@ -52,7 +52,7 @@ class Config:
     """Frames of uniform random actions before learning starts."""
     frames_per_batch: int = 10
     """Frames collected between two rounds of updates."""
-    utd_ratio: float = 1.0
+    utd_ratio: float = 2.0
     """Critic gradient steps per collected frame."""
     batch_size: int = 256
     """Transitions per gradient step."""
@@ -165,11 +165,11 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     # The actor steps first: its loss reads the critics' current weights (detached), which
     # the critic's optimizer then changes in place.
     actor_optim = OptimizerHook(
-        torch.optim.Adam(loss.actor_network.parameters(), lr=cfg.lr),
+        torch.optim.Adam(loss.actor_network.parameters(), lr=cfg.lr, fused=True),
         loss_components=["loss_actor"],
     )
     critic_optim = OptimizerHook(
-        torch.optim.Adam(loss.qvalue_network.parameters(), lr=cfg.lr),
+        torch.optim.Adam(loss.qvalue_network.parameters(), lr=cfg.lr, fused=True),
         loss_components=["loss_qvalue"],
     )
     target_update = SoftUpdate(loss, tau=cfg.tau)

@@ -101,18 +101,21 @@ class _Converter:
 
     def _pick_action_fn(self):
         spec, start, batched = self.spec, self.start, self.batched
-        if isinstance(spec, OneHot):
-            if batched:
-                if start == 0:
-                    return lambda a: _numpy(a).argmax(-1)
-                return lambda a: _numpy(a).argmax(-1) + start
-            return lambda a: int(_numpy(a).argmax(-1)) + start
+        if isinstance(spec, (OneHot, Categorical)):
+            # a numpy integer of the space's dtype, which is what action_space.sample()
+            # gives (and what gymnasium's contains() checks fastest)
+            dtype, one_hot = self.space.dtype, isinstance(spec, OneHot)
+
+            def to_discrete(a):
+                index = _numpy(a)
+                if one_hot:
+                    index = index.argmax(-1)
+                index = np.asarray(index + start if start else index, dtype=dtype)
+                return index if batched else index[()]
+
+            return to_discrete
         if isinstance(spec, MultiOneHot):
             return lambda a: spec.to_categorical(a).numpy()
-        if isinstance(spec, Categorical):
-            if batched:
-                return lambda a: _numpy(a) + start
-            return lambda a: int(a) + start
         np_dtype = self.space.dtype
 
         def to_array(a):
@@ -200,6 +203,7 @@ class GymWrapper(EnvBase):
         self.categorical_action_encoding = categorical_action_encoding
         self._pending_seed: int | None = None
         self._last_obs = None
+        self._off_cpu = self.device.type != "cpu"
         self._build_specs()
 
     @property
@@ -326,7 +330,7 @@ class GymWrapper(EnvBase):
                 entries[key] = conv.to_tensor(_pick(obs, key))
         if self.from_pixels:
             entries[K.PIXELS] = torch.from_numpy(self._render_array())
-        if self.device.type != "cpu":
+        if self._off_cpu:
             entries = {k: v.to(self.device, non_blocking=True) for k, v in entries.items()}
         return TensorDict._new_unsafe(
             entries, batch_size=self.batch_size, device=self.device, nested=False
@@ -387,9 +391,10 @@ class _GymGroup:
         self.step_keys, self.reset_keys = step_keys, reset_keys
         space, spec = first._action.space, first._action.spec
         batched = _Converter(space, spec, batched=True)
-        self._to_gym = batched.action_to_gym
-        # one Python int per copy for discrete actions (as a single GymWrapper passes)
-        self._as_list = isinstance(spec, (OneHot, Categorical))
+        self._to_gym = batched.action_to_gym  # [n, ...] tensor -> per copy, iterated
+        # (obs, reward, terminated, truncated, ...) of one copy; gymnasium's own step when
+        # there is no frame skip (one Python call less per copy)
+        self._steps = [env._env.step if env.frame_skip == 1 else env._gym_step for env in envs]
         obs_spec = first.observation_spec[K.OBSERVATION]
         obs_dtype = torch.empty(0, dtype=obs_spec.dtype).numpy().dtype
         layout = {  # shape and numpy dtype of each key
@@ -410,13 +415,13 @@ class _GymGroup:
     def step(self, action: torch.Tensor, out: list[np.ndarray] | None = None) -> list:
         """Step copy ``i`` with ``action[i]``; the results (``[n, ...]`` arrays in
         ``step_keys`` order) are written into ``out`` (new arrays when None)."""
-        actions = self._to_gym(action)
-        actions = actions.tolist() if self._as_list else list(actions)
+        results = [step(a) for step, a in zip(self._steps, self._to_gym(action))]
         if out is None:
             out = [np.empty(shape, dtype) for shape, dtype in self._step_layout]
         obs, reward, term, trunc = self._step_pick(out)
-        for i, (env, a) in enumerate(zip(self.envs, actions)):
-            obs[i], reward[i], term[i], trunc[i] = env._gym_step(a)
+        observations, reward[:, 0], term[:, 0], trunc[:, 0], *_infos = zip(*results)
+        for i, value in enumerate(observations):
+            obs[i] = value
         np.logical_or(term, trunc, out=out[self._done_pos])
         return out
 

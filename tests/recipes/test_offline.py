@@ -1,0 +1,178 @@
+"""Offline recipes (CQL, IQL, TD3+BC): dataset files, the trainer adapter, short learning runs."""
+
+import dataclasses
+
+import h5py
+import pytest
+import torch
+
+from torchrl_lite.data.datasets import D4RLExperienceReplay
+from torchrl_lite.recipes import config_for, get_recipe
+from torchrl_lite.recipes.common import make_env
+from torchrl_lite.recipes.offline import EvaluationReturns, OfflineBatches, collect_dataset
+
+OFFLINE = ("cql", "iql", "td3_bc")
+
+
+def swing_up(td):
+    """A hand-written Pendulum-v1 controller (about -160 per episode): pump energy far
+    from the top, PD control near it (theta = 0 is up)."""
+    cos, sin, speed = td["observation"].unbind(-1)
+    theta = torch.atan2(sin, cos)
+    energy = 0.5 * speed**2 + 15.0 * cos  # 15 at rest at the top
+    pump = 2.0 * torch.sign(speed) * torch.sign(15.0 - energy)
+    hold = -(10.0 * theta + 2.0 * speed)
+    action = torch.where(cos > 0.85, hold, pump).clamp(-2.0, 2.0)
+    return td.set("action", action.unsqueeze(-1))
+
+
+@pytest.fixture(scope="module")
+def pendulum_data(tmp_path_factory):
+    """4000 transitions (20 episodes) of the controller with heavy noise."""
+    path = tmp_path_factory.mktemp("offline") / "pendulum-swingup.hdf5"
+    info = collect_dataset(make_env("Pendulum-v1"), swing_up, 4000, path, seed=0, noise=0.5)
+    assert info["episodes"] == 20 and info["mean_return"] > -400, info
+    return path
+
+
+# -- collect_dataset ---------------------------------------------------------------------
+def test_collect_dataset_writes_a_d4rl_file_the_dataset_reads(tmp_path):
+    path = tmp_path / "random.hdf5"
+    info = collect_dataset(make_env("Pendulum-v1"), None, 450, path, seed=0)
+    assert info["transitions"] == 450 and info["episodes"] == 2
+    with h5py.File(path, "r") as file:
+        assert set(file) == {
+            "observations", "actions", "rewards", "terminals", "timeouts", "next_observations"
+        }  # fmt: skip
+        assert file["observations"].shape == (450, 3) and file["actions"].shape == (450, 1)
+        assert file["rewards"].shape == (450,) and file["terminals"].dtype == bool
+        timeouts = torch.from_numpy(file["timeouts"][:])
+    # Pendulum-v1 truncates at 200 steps; the last row is cut by the end of the collection
+    assert timeouts.nonzero().flatten().tolist() == [199, 399, 449]
+
+    data = D4RLExperienceReplay("random", root=tmp_path, batch_size=16).data
+    assert data.shape == (450,)
+    assert data["observation"].shape == (450, 3) and data["action"].shape == (450, 1)
+    assert data["next", "reward"].shape == (450, 1)
+    assert not data["next", "terminated"].any()
+    assert data["next", "truncated"].flatten().nonzero().flatten().tolist() == [199, 399, 449]
+    assert data["collector", "traj_ids"].unique().tolist() == [0, 1, 2]
+    # within an episode, the next observation is the following row's observation
+    inside = ~data["next", "done"][:-1].flatten()
+    assert torch.equal(data["next", "observation"][:-1][inside], data["observation"][1:][inside])
+    assert data["action"].abs().max() <= 2.0
+
+
+def test_collect_dataset_batched_env_noise_and_seed(tmp_path):
+    env = make_env("Pendulum-v1", num_envs=2)
+    state = torch.get_rng_state()
+    a = collect_dataset(env, swing_up, 300, tmp_path / "a.hdf5", seed=3, noise=1.0)
+    assert torch.equal(torch.get_rng_state(), state)  # torch's global RNG is untouched
+    collect_dataset(env, swing_up, 300, tmp_path / "b.hdf5", seed=3, noise=1.0)
+    assert a["episodes"] == 0 and a["transitions"] == 300  # 150 steps of each copy
+    with h5py.File(tmp_path / "a.hdf5") as fa, h5py.File(tmp_path / "b.hdf5") as fb:
+        actions = torch.from_numpy(fa["actions"][:])
+        assert torch.equal(actions, torch.from_numpy(fb["actions"][:]))  # same seed
+        assert torch.from_numpy(fa["timeouts"][:]).nonzero().flatten().tolist() == [149, 299]
+        obs, nxt = (torch.from_numpy(fa[k][:]) for k in ("observations", "next_observations"))
+    assert torch.equal(nxt[:149], obs[1:150]) and torch.equal(nxt[150:299], obs[151:])
+    assert actions.abs().max() <= 2.0 and 0 < (actions.abs() == 2.0).float().mean() < 1
+
+
+def test_collect_dataset_bad_input(tmp_path):
+    env = make_env("Pendulum-v1")
+    with pytest.raises(ValueError, match=r"\.hdf5"):
+        collect_dataset(env, None, 10, tmp_path / "data.h5")
+    with pytest.raises(ValueError, match="frames"):
+        collect_dataset(env, None, 0, tmp_path / "data.hdf5")
+
+
+# -- the pieces the recipes share --------------------------------------------------------
+def test_offline_batches_count_gradient_steps(pendulum_data):
+    recipe = get_recipe("td3_bc")
+    cfg = config_for(recipe, dataset=str(pendulum_data), frames=30, hidden=16, batch_size=32)
+    trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
+    batches = trainer.collector
+    assert isinstance(batches, OfflineBatches)
+    sizes = []
+    trainer.register_op("post_loss", lambda sub: sizes.append(sub.batch_size))
+    trainer.train()
+    assert trainer.collected_frames == trainer.optim_count == batches.steps == 30
+    assert sizes == [torch.Size([32])] * 30
+    assert batches.state_dict() == {"steps": 30}
+
+
+def test_evaluation_returns_runs_at_intervals_and_stops_at_target():
+    class Trainer:  # what the hook reads of a trainer
+        collected_frames, total_frames = 0, 12
+
+    env = make_env("Pendulum-v1", num_envs=2, seed=0)
+    hook = EvaluationReturns(env, swing_up, interval=5, steps=200)
+    hook._trainer = trainer = Trainer()
+    for step in range(1, 13):
+        trainer.collected_frames = step
+        out = hook()
+        assert (out is None) == (step not in (1, 5, 10, 12))
+    assert [s for s, _ in hook.history] == [1, 5, 10, 12]  # first, every 5, last
+    assert all(r > -400 for _, r in hook.history) and hook.solved_at is None
+
+    hook = EvaluationReturns(env, swing_up, interval=5, steps=200, target=-400.0)
+    hook._trainer = trainer = Trainer()
+    trainer.collected_frames = 1
+    assert hook()["eval_return"] == hook.running_mean() > -400
+    assert hook.solved_at == 1 and trainer.total_frames == 1  # the trainer stops there
+    with pytest.raises(ValueError, match="interval"):
+        EvaluationReturns(env, swing_up, interval=0, steps=200)
+
+
+# -- recipes -----------------------------------------------------------------------------
+def test_offline_recipes_missing_or_mismatched_dataset(tmp_path, pendulum_data):
+    missing = tmp_path / "nope.hdf5"
+    for algo in OFFLINE:
+        recipe = get_recipe(algo)
+        assert recipe.OFFLINE is True
+        with pytest.raises(FileNotFoundError, match="collect_dataset") as err:
+            recipe.make_trainer(config_for(recipe, dataset=str(missing)), progress_bar=False)
+        assert str(missing) in str(err.value)
+        with pytest.raises(ValueError, match="dataset="):
+            recipe.make_trainer(config_for(recipe), progress_bar=False)
+    recipe = get_recipe("iql")
+    cfg = config_for(recipe, "MountainCarContinuous-v0", dataset=str(pendulum_data))
+    with pytest.raises(ValueError, match="another env"):
+        recipe.make_trainer(cfg, progress_bar=False)
+
+
+def test_offline_recipe_configs_are_frozen_and_documented():
+    for algo in OFFLINE:
+        recipe = get_recipe(algo)
+        cfg = recipe.Config()
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            cfg.lr = 1.0
+        assert {"env", "dataset", "frames", "seed", "target"} <= set(vars(cfg))
+
+
+SHORT = dict(hidden=32, batch_size=128, eval_episodes=4)
+
+
+@pytest.mark.parametrize(
+    "algo, changes",
+    [
+        ("iql", dict(frames=1_500)),
+        ("td3_bc", dict(frames=1_500)),
+        ("cql", dict(frames=800)),
+    ],
+)
+def test_offline_recipe_learns_from_a_dataset_short(algo, changes, pendulum_data):
+    recipe = get_recipe(algo)
+    frames = changes["frames"]
+    cfg = config_for(
+        recipe, dataset=str(pendulum_data), eval_interval=frames // 2, **SHORT, **changes
+    )
+    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
+    evaluation = recipe.make_evaluation(cfg, policy)
+    evaluation.register(trainer)
+    trainer.train()
+    steps = [s for s, _ in evaluation.history]
+    returns = [r for _, r in evaluation.history]
+    assert steps == [1, frames // 2, frames]
+    assert returns[-1] > returns[0] + 300, returns
