@@ -127,9 +127,14 @@ def leaf_keys(*specs: Composite) -> list:
     return keys
 
 
-def td_from_leaves(keys: list, values: list, batch_size, device) -> TensorDictBase:
-    """A TensorDict of the given leaves (keys may be nested tuples), built without checks."""
-    if not any(isinstance(k, tuple) for k in keys):
+def td_from_leaves(keys: list, values: list, batch_size, device, flat=None) -> TensorDictBase:
+    """A TensorDict of the given leaves (keys may be nested tuples), built without checks.
+
+    ``flat``: whether every key is a string, when the caller knows it (a per-step call).
+    """
+    if flat is None:
+        flat = not any(isinstance(k, tuple) for k in keys)
+    if flat:
         entries = dict(zip(keys, values))
         return TensorDict._new_unsafe(entries, batch_size=batch_size, device=device, nested=False)
     tree: dict = {}
@@ -156,6 +161,17 @@ def leaves(td: TensorDictBase, keys: list, flat: bool) -> list:
     if store is not None:
         return [store.get(k) for k in keys]
     return [td.get(k, None) for k in keys]
+
+
+def chosen(mask: torch.Tensor | None, n: int) -> list[int] | range:
+    """The copies (of ``n``) that a reset ``mask`` (``[n, *env_batch, 1]``; None: all) selects."""
+    if mask is None:
+        return range(n)
+    if mask.numel() == n:
+        hits = mask.reshape(n).tolist()
+    else:
+        hits = mask.reshape(n, -1).any(-1).tolist()
+    return [i for i, hit in enumerate(hits) if hit]
 
 
 def rows(tensors: list[torch.Tensor], n: int) -> list[list[torch.Tensor]]:

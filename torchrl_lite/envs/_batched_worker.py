@@ -185,7 +185,7 @@ class _Loop:
     def reset(self) -> None:
         """Reset the copies set in the shared ``"_reset"`` mask."""
         if self.group is not None:
-            self.group.reset(self.serial._chosen(self.mask), self.reset_out)
+            self.group.reset(U.chosen(self.mask, len(self.serial._envs)), self.reset_out)
         else:
             self.serial._reset_into(self.mask, self.reset_rows)
 

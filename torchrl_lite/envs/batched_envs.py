@@ -3,7 +3,9 @@
 Both run ``n`` copies of the env that ``create_env_fn`` builds and expose them as one env of
 batch size ``[n, *env.batch_size]`` whose specs are the single env's specs expanded to it.
 
-* ``SerialEnv`` steps its copies one after the other and stacks their results leaf by leaf.
+* ``SerialEnv`` steps its copies one after the other and stacks their results leaf by leaf
+  (copies that are plain GymWrappers are stepped at the numpy level instead, see
+  ``libs.gym._GymGroup``: one array per key for the whole batch).
 * ``ParallelEnv`` splits the copies into groups, one worker process per group; each worker
   runs a plain ``SerialEnv`` over its group (see ``_batched_worker``). Actions and results
   travel through shared-memory buffers allocated once, after the workers report their
@@ -214,7 +216,7 @@ class SerialEnv(_BatchedEnv):
         reset give their last reset values), or copies the reset copies' leaves into their
         ``out_rows`` and returns None.
         """
-        for i in self._chosen(mask):
+        for i in U.chosen(mask, len(self._envs)):
             env, sub = self._envs[i], None
             if env.batch_size and mask is not None and not bool(mask[i].all()):
                 sub_mask = mask[i].to(env.device)
@@ -229,16 +231,6 @@ class SerialEnv(_BatchedEnv):
             if out_rows is not None:
                 U.copy_row(out_rows[i], values)
         return U.stack(self._last_reset) if out_rows is None else None
-
-    def _chosen(self, mask: torch.Tensor | None) -> list[int] | range:
-        """The copies that ``mask`` (``[n, *env_batch, 1]``; None: all) resets."""
-        n = len(self._envs)
-        if mask is None:
-            return range(n)
-        hits = (
-            mask.reshape(n).tolist() if mask.numel() == n else mask.reshape(n, -1).any(-1).tolist()
-        )
-        return [i for i, hit in enumerate(hits) if hit]
 
     def _collect(self, i: int, result: TensorDictBase, keys: list) -> list[torch.Tensor]:
         """The leaves ``keys`` of copy ``i``'s ``result`` (a declared state entry that a
@@ -266,27 +258,19 @@ class SerialEnv(_BatchedEnv):
             values = self._step_into(U.rows(inputs, self.num_workers))
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
-        return self._td(self._step_keys, values)
+        return U.td_from_leaves(self._step_keys, values, self.batch_size, self.device, self._flat)
 
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         self._check_usable()
         mask = tensordict.get(K.RESET, None) if tensordict is not None else None
         if self._group is not None:
-            arrays = self._group.reset(self._chosen(mask))
+            arrays = self._group.reset(U.chosen(mask, len(self._envs)))
             values = [torch.from_numpy(array) for array in arrays]
         else:
             values = self._reset_into(mask)
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
-        return self._td(self._reset_keys, values)
-
-    def _td(self, keys: list, values: list) -> TensorDictBase:
-        if self._flat:
-            entries = dict(zip(keys, values))
-            return TensorDict._new_unsafe(
-                entries, self.batch_size, device=self.device, nested=False
-            )
-        return U.td_from_leaves(keys, values, self.batch_size, self.device)
+        return U.td_from_leaves(self._reset_keys, values, self.batch_size, self.device, self._flat)
 
     def _set_seed(self, seed: int) -> None:
         self._check_usable()

@@ -366,8 +366,10 @@ class _GymGroup:
         first = envs[0]
         plain = all(
             isinstance(env, GymWrapper)
-            and type(env)._step is GymWrapper._step
-            and type(env)._reset is GymWrapper._reset
+            and all(
+                getattr(type(env), hook) is getattr(GymWrapper, hook)
+                for hook in ("_step", "_reset", "_gym_step", "_gym_reset")
+            )
             and not env.vectorized
             and not env.from_pixels
             and env.device.type == "cpu"
