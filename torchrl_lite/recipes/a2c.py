@@ -13,6 +13,7 @@ from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
 from torch import nn
 
 from torchrl_lite.collectors import SyncDataCollector
+from torchrl_lite.envs import RewardScaling, TransformedEnv
 from torchrl_lite.modules import ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.objectives import A2CLoss
 from torchrl_lite.objectives.value import GAE
@@ -41,6 +42,8 @@ class Config:
     """Copies of the env stepped together (gymnasium vector API)."""
     frames_per_batch: int = 256
     """Frames per gradient step (``num_envs`` rollouts of ``frames_per_batch / num_envs``)."""
+    reward_scale: float = 0.1
+    """Rewards are multiplied by this for learning (reported returns stay unscaled)."""
     lr: float = 1e-3
     """Adam learning rate (actor and critic)."""
     gamma: float = 0.9
@@ -62,7 +65,7 @@ class Config:
 def make_train_env(cfg: Config):
     env = make_env(cfg.env, num_envs=cfg.num_envs, seed=cfg.seed)
     check_action_kind(env, ACTIONS, "A2C")
-    return env
+    return TransformedEnv(env, RewardScaling(loc=0.0, scale=cfg.reward_scale))
 
 
 def make_eval_env(cfg: Config, **kwargs):

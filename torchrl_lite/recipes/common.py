@@ -125,6 +125,10 @@ def apply_overrides(config, overrides: dict[str, str]):
 def _parse(text, kind: type, key: str):
     if not isinstance(text, str):
         return text
+    if kind is type(None):  # an optional number left unset (e.g. target)
+        if text.lower() in ("none", ""):
+            return None
+        kind = float
     try:
         if kind is bool:
             if text.lower() in ("1", "true", "yes", "on"):

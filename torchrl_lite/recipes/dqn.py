@@ -1,8 +1,8 @@
-"""DQN (double DQN, Huber loss, target network) for discrete actions: config, builders.
+"""DQN (double DQN, Huber loss, hard target copies) for discrete actions: config, builders.
 
 Papers: Mnih et al. 2015, https://www.nature.com/articles/nature14236; van Hasselt et al.
 2016, https://arxiv.org/abs/1509.06461. The defaults solve CartPole-v1 (mean return of
-the last 10 training episodes >= 475, with ``eps_end`` exploration) within 100k frames.
+the last 10 training episodes, epsilon-greedy, >= 475) in about 50-70k frames.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch import nn
 from torchrl_lite.collectors import SyncDataCollector
 from torchrl_lite.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl_lite.modules import EGreedyModule, QValueActor
-from torchrl_lite.objectives import DQNLoss, HardUpdate, SoftUpdate
+from torchrl_lite.objectives import DQNLoss, HardUpdate
 from torchrl_lite.recipes.common import check_action_kind, make_env, mlp, whole_batches
 from torchrl_lite.trainers import ReplayBufferTrainer, Trainer
 
@@ -35,41 +35,38 @@ class Config:
     frames: int = 100_000
     """Frame budget (training stops earlier once ``target`` is reached)."""
     seed: int = 0
-    """Seeds torch and the env."""
+    """Seeds torch and the envs."""
     target: float | None = None
     """Stop when the mean of the last 10 training returns reaches this (None: recipe's)."""
-    num_envs: int = 0
-    """Copies of the env stepped together (0: one plain env)."""
-    tau: float = 0.0
-    """Soft target-update rate (0: hard copies every ``target_update_interval``)."""
-    lr_end: float = 0.0
-    """Final lr of a linear decay over ``frames`` (0: constant)."""
+    num_envs: int = 8
+    """Copies of the env stepped together (gymnasium vector API; 0: one plain env)."""
     init_random_frames: int = 1024
     """Frames of uniform random actions before learning starts."""
     frames_per_batch: int = 256
     """Frames collected between two rounds of updates."""
-    optim_steps_per_batch: int = 128
-    """Gradient steps after each batch."""
-    batch_size: int = 64
+    optim_steps_per_batch: int = 64
+    """Gradient steps after each batch (one step per 4 frames)."""
+    batch_size: int = 128
     """Transitions per gradient step."""
     buffer_size: int = 100_000
     """Replay buffer capacity."""
-    lr: float = 1e-3
-    """Adam learning rate."""
+    lr: float = 5e-4
+    """Adam learning rate; 1e-3 learns as fast but some seeds then stall near 100."""
     max_grad_norm: float = 10.0
     """Gradient-norm clip."""
     gamma: float = 0.99
     """Discount."""
-    target_update_interval: int = 128
-    """Gradient steps between two copies of the Q-network into its target."""
+    target_update_interval: int = 64
+    """Gradient steps between two copies of the Q-network into its target (here: one
+    copy per batch; copying more often made CartPole collapse)."""
     eps_init: float = 1.0
     """Initial probability of a random action."""
-    eps_end: float = 0.04
-    """Final probability of a random action."""
+    eps_end: float = 0.01
+    """Final probability of a random action (training episodes, hence the target, use it)."""
     eps_frames: int = 16_000
     """Frames over which the random-action probability is annealed."""
     hidden: int = 256
-    """Units per hidden layer (two layers, ReLU)."""
+    """Units per hidden layer (two layers, ReLU); 128 learns less reliably."""
 
 
 def make_train_env(cfg: Config):
@@ -83,6 +80,7 @@ def make_eval_env(cfg: Config, **kwargs):
 
 
 def make_qvalue_actor(cfg: Config, env):
+    """The greedy policy: an MLP writes ``"action_value"``, then the arg-max action."""
     obs_dim = env.observation_spec["observation"].shape[-1]
     n_actions = env.action_spec.shape[-1]
     net = mlp(obs_dim, n_actions, cfg.hidden, 2, nn.ReLU)
@@ -105,7 +103,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     )
     collector = SyncDataCollector(
         env,
-        TensorDictSequential(actor, explore),
+        TensorDictSequential(actor, explore),  # the collector explores; `actor` is greedy
         frames_per_batch=cfg.frames_per_batch,
         total_frames=whole_batches(cfg.frames, cfg.frames_per_batch),
         init_random_frames=cfg.init_random_frames,
@@ -115,25 +113,17 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         total_frames=cfg.frames,
         optim_steps_per_batch=cfg.optim_steps_per_batch,
         loss_module=loss,
-        optimizer=torch.optim.Adam(loss.parameters(), lr=cfg.lr, fused=True),
+        optimizer=torch.optim.Adam(loss.parameters(), lr=cfg.lr, fused=True),  # fused: faster
         logger=logger,
         clip_norm=cfg.max_grad_norm,
         progress_bar=progress_bar,
         save_trainer_file=checkpoint,
-        save_trainer_interval=10_000,
-        log_interval=cfg.frames_per_batch * 4,
+        save_trainer_interval=20_000,
+        log_interval=2_048,
     )
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(cfg.buffer_size))
     ReplayBufferTrainer(buffer, batch_size=cfg.batch_size).register(trainer)
-    if cfg.tau > 0:
-        updater = SoftUpdate(loss, tau=cfg.tau)
-    else:
-        updater = HardUpdate(loss, value_network_update_interval=cfg.target_update_interval)
-    trainer.register_op("post_optim", updater.step)
-    if cfg.lr_end > 0:
-        opt = trainer._modules["optimizer"].optimizer
-        batches = cfg.frames // cfg.frames_per_batch
-        sched = torch.optim.lr_scheduler.LinearLR(opt, 1.0, cfg.lr_end / cfg.lr, total_iters=batches)
-        trainer.register_op("post_steps", sched.step)
+    target_update = HardUpdate(loss, value_network_update_interval=cfg.target_update_interval)
+    trainer.register_op("post_optim", target_update.step)
     trainer.register_op("post_steps", explore.step, frames=cfg.frames_per_batch)
     return trainer, actor

@@ -88,9 +88,13 @@ def make_evaluation(cfg: Config, policy, target: float | None = None) -> Evaluat
 
 
 def make_networks(cfg: Config, env):
+    """A Gaussian actor whose mean is squashed into the (symmetric) action bounds, so that
+    dataset actions at the bounds keep a finite likelihood; Q-networks and V."""
     obs_dim = env.observation_spec["observation"].shape[-1]
     spec = env.action_spec
     act_dim = spec.shape[-1]
+    if not torch.equal(spec.low, -spec.high):
+        raise ValueError(f"IQL's actor needs symmetric action bounds, got {spec.low}..{spec.high}.")
     net = nn.Sequential(mlp(obs_dim, 2 * act_dim, cfg.hidden, 2, nn.ReLU), NormalParamExtractor())
     actor = ProbabilisticActor(
         TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"]),
@@ -98,6 +102,7 @@ def make_networks(cfg: Config, env):
         distribution_class=IndependentNormal,
         distribution_kwargs={"tanh_loc": True, "upscale": spec.high},
         spec=spec,
+        safe=True,  # samples are clipped into the bounds
     )
     qnet = MLP(obs_dim + act_dim, 1, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU)
     qvalue = ValueOperator(qnet, in_keys=["observation", "action"])  # MLP joins the inputs

@@ -13,13 +13,15 @@ online recipes get ``EpisodeReturns``).
 Example:
     >>> import tempfile
     >>> from torchrl_lite.recipes.common import make_env
-    >>> path = Path(tempfile.mkdtemp()) / "pendulum-random.hdf5"
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = Path(folder.name) / "pendulum-random.hdf5"
     >>> info = collect_dataset(make_env("Pendulum-v1"), None, frames=400, path=path, seed=0)
     >>> info["transitions"], info["episodes"]
     (400, 2)
     >>> data = load_dataset(path, batch_size=32)
     >>> data.sample()["next", "reward"].shape
     torch.Size([32, 1])
+    >>> folder.cleanup()
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ __all__ = [
 
 HOW_TO_MAKE = (
     "Make one with torchrl_lite.recipes.offline.collect_dataset(env, policy, frames, path), "
-    "e.g. from a partly trained `torchrl-lite train sac` run's policy with noise=0.3."
+    "e.g. from a partly trained `torchrl-lite train sac` run's policy with noise=0.1."
 )
 
 
@@ -68,8 +70,8 @@ def collect_dataset(
     into the action spec. Done episodes are reset and the rollout goes on; the file gets
     ``observations [N, *obs]``, ``actions [N, *act]``, ``rewards [N]``, ``terminals [N]``
     (the env's ``terminated``), ``timeouts [N]`` (truncated, or cut by the end of the
-    collection) and ``next_observations [N, *obs]``, float32, with env copies of a batched
-    env written one after the other. Torch's global RNG is left as it was.
+    collection) and ``next_observations [N, *obs]`` (floating point as float32), with the
+    env copies of a batched env written one after the other. Torch's global RNG is left as it was.
 
     Args:
         env: a recipe env (e.g. ``make_env("Pendulum-v1")``), single or batched ``[B]``.
@@ -115,7 +117,8 @@ def collect_dataset(
             ("rewards", flat.get((K.NEXT, K.REWARD)).reshape(-1)),
             ("next_observations", flat.get((K.NEXT, K.OBSERVATION))),
         ):
-            file.create_dataset(name, data=value.float().numpy())
+            value = value.float() if value.is_floating_point() else value
+            file.create_dataset(name, data=value.numpy())
         file.create_dataset("terminals", data=terminated.numpy())
         file.create_dataset("timeouts", data=timeouts.numpy())
         file.attrs.update({"seed": seed, "noise": noise, "writer": "torchrl_lite"})

@@ -59,6 +59,8 @@ class Config:
     """Discount."""
     tau: float = 0.005
     """Soft target-update rate."""
+    alpha_init: float = 1.0
+    """Initial entropy temperature (learned towards the target entropy)."""
     hidden: int = 64
     """Units per hidden layer (two layers, ReLU) of the actor and the critics."""
 
@@ -103,6 +105,8 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         qvalue,
         num_qvalue_nets=cfg.num_qvalue_nets,
         sub_sample_len=cfg.sub_sample_len,
+        loss_function="l2",
+        alpha_init=cfg.alpha_init,
         gamma=cfg.gamma,
         action_spec=env.action_spec,
     )

@@ -413,6 +413,7 @@ class _GymGroup:
         self._reset_flag_pos = [reset_keys.index(k) for k in (K.DONE, K.TERMINATED, K.TRUNCATED)]
         # the last reset of each copy (what a copy that is not reset reports)
         self._last_reset = [np.zeros(*layout[k]) for k in reset_keys]
+        self._checked = False  # observation shapes, checked at the first step
 
     def step(self, action: torch.Tensor, out: list[np.ndarray] | None = None) -> list:
         """Step copy ``i`` with ``action[i]``; the results (``[n, ...]`` arrays in
@@ -422,10 +423,21 @@ class _GymGroup:
             out = [np.empty(shape, dtype) for shape, dtype in self._step_layout]
         obs, reward, term, trunc = self._step_pick(out)
         observations, reward[:, 0], term[:, 0], trunc[:, 0], *_infos = zip(*results)
+        if not self._checked:  # once: numpy would broadcast a wrong shape without a word
+            self._check_shapes(observations, obs.shape[1:])
         for i, value in enumerate(observations):
             obs[i] = value
         np.logical_or(term, trunc, out=out[self._done_pos])
         return out
+
+    def _check_shapes(self, observations, shape: tuple) -> None:
+        for i, value in enumerate(observations):
+            if np.shape(value) != shape:
+                raise ValueError(
+                    f"Env copy {i} ({self.envs[i]!r}) returned an observation of shape "
+                    f"{list(np.shape(value))}; its observation spec has shape {list(shape)}."
+                )
+        self._checked = True
 
     def reset(self, chosen, out: list[np.ndarray] | None = None) -> list:
         """Reset the copies in ``chosen``; write their rows (``reset_keys`` order) into
