@@ -49,7 +49,7 @@ class Config:
     """Critics in the ensemble (the paper's N)."""
     sub_sample_len: int = 2
     """Critics drawn at random for each target (the paper's M)."""
-    batch_size: int = 256
+    batch_size: int = 128
     """Transitions per gradient step."""
     buffer_size: int = 100_000
     """Replay buffer capacity."""
@@ -59,8 +59,6 @@ class Config:
     """Discount."""
     tau: float = 0.005
     """Soft target-update rate."""
-    alpha_init: float = 1.0
-    """Initial entropy temperature (learned towards the target entropy)."""
     hidden: int = 64
     """Units per hidden layer (two layers, ReLU) of the actor and the critics."""
 
@@ -106,7 +104,6 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         num_qvalue_nets=cfg.num_qvalue_nets,
         sub_sample_len=cfg.sub_sample_len,
         loss_function="l2",
-        alpha_init=cfg.alpha_init,
         gamma=cfg.gamma,
         action_spec=env.action_spec,
     )

@@ -163,8 +163,8 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     ReplayBufferTrainer(buffer, batch_size=cfg.batch_size).register(trainer)
 
     # Delayed policy updates: the actor and the targets move every policy_delay-th step.
-    # The actor steps first: its loss reads the critics' current weights (detached), which
-    # the critic's optimizer then changes in place.
+    # The actor steps first, so that its gradient goes through the critic weights its loss
+    # was computed with (the critic's optimizer then changes them in place).
     actor_optim = OptimizerHook(
         torch.optim.Adam(loss.actor_network.parameters(), lr=cfg.lr, fused=True),
         loss_components=["loss_actor"],
