@@ -3,6 +3,7 @@
     torchrl-lite train ALGO --env ID [--frames N] [--seed S] [--logger csv|tensorboard|wandb]
                        [--out DIR] [--resume DIR] [key=value ...]
     torchrl-lite eval DIR [--episodes N] [--video out.mp4]
+    torchrl-lite dataset DIR OUT.hdf5 [--frames N] [--noise X] [--seed S]
     torchrl-lite bench
     torchrl-lite demo --env ID   (a random-policy rollout)
 
@@ -106,8 +107,13 @@ def train(args) -> dict:
     trainer, policy = recipe.make_trainer(
         cfg, checkpoint=out / "checkpoint", progress_bar=not args.quiet
     )
-    episodes = EpisodeReturns(window=10, target=target)
+    offline = getattr(recipe, "OFFLINE", False)  # learns from a dataset: no training episodes
+    if offline:  # the returns of periodic evaluation episodes are the learning signal
+        episodes = recipe.make_evaluation(cfg, policy, target=target)
+    else:
+        episodes = EpisodeReturns(window=10, target=target)
     episodes.register(trainer)
+    unit = "gradient steps" if offline else "frames"
     if args.resume:
         trainer.load(out / "checkpoint")
     out.mkdir(parents=True, exist_ok=True)
@@ -126,7 +132,9 @@ def train(args) -> dict:
         print(f"\ninterrupted: the last checkpoint in {out / 'checkpoint'} is intact", flush=True)
     seconds = time.perf_counter() - start
     _write_episodes(out / "episodes.csv", episodes.history)
-    _plot_curve(out / "learning_curve.png", episodes.history, f"{recipe.ALGO} on {cfg.env}", target)
+    _plot_curve(
+        out / "learning_curve.png", episodes.history, f"{recipe.ALGO} on {cfg.env}", target, unit
+    )
     summary = {
         "algo": recipe.ALGO,
         "env": cfg.env,
@@ -139,10 +147,14 @@ def train(args) -> dict:
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(
-        f"{recipe.ALGO} on {cfg.env}: {summary['frames']} frames in {seconds:.0f}s, "
-        f"mean return (last 10 episodes) {summary['mean_return_last10']:.1f}"
+        f"{recipe.ALGO} on {cfg.env}: {summary['frames']} {unit} in {seconds:.0f}s, "
         + (
-            f", target {target} reached at {episodes.solved_at} frames"
+            f"mean evaluation return {summary['mean_return_last10']:.1f}"
+            if offline
+            else f"mean return (last 10 episodes) {summary['mean_return_last10']:.1f}"
+        )
+        + (
+            f", target {target} reached at {episodes.solved_at} {unit}"
             if episodes.solved_at
             else ""
         )
@@ -163,7 +175,7 @@ def _write_episodes(path: Path, history) -> None:
         writer.writerows(history)
 
 
-def _plot_curve(path: Path, history, title: str, target) -> None:
+def _plot_curve(path: Path, history, title: str, target, unit: str = "frames") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -180,7 +192,7 @@ def _plot_curve(path: Path, history, title: str, target) -> None:
         ax.plot(frames, window, "-", label="mean of last 10")
     if target is not None:
         ax.axhline(target, color="gray", linestyle="--", label=f"target {target}")
-    ax.set_xlabel("frames")
+    ax.set_xlabel(unit)
     ax.set_ylabel("return")
     ax.set_title(title)
     ax.legend(loc="lower right")
@@ -231,6 +243,29 @@ def evaluate(
     if not quiet:
         print(f"mean return: {mean:.1f} +/- {std:.1f} over {episodes} episodes", flush=True)
     return mean, std
+
+
+def make_dataset(folder: str, path: str, frames: int, noise: float, seed: int) -> dict:
+    """Write a D4RL-layout dataset file from a trained run's policy (for offline recipes)."""
+    from torchrl_lite.recipes.offline import collect_dataset
+    from torchrl_lite.trainers.checkpoint import load_checkpoint
+
+    run = Path(folder)
+    recipe, cfg = _load_run(run)
+    state, _ = load_checkpoint(run / "checkpoint")
+    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
+    trainer.loss_module.load_state_dict(state["loss_module"])  # the policy's weights
+    getattr(trainer.collector, "shutdown", lambda: None)()
+    env = recipe.make_eval_env(cfg)
+    info = collect_dataset(env, policy, frames, path, seed=seed, noise=noise)
+    env.close()
+    print(
+        f"wrote {info['transitions']} transitions ({info['episodes']} episodes, mean return "
+        f"{info['mean_return']:.1f}) to {info['path']}; train on it with `torchrl-lite train "
+        f"iql --env {cfg.env} dataset={info['path']}`",
+        flush=True,
+    )
+    return info
 
 
 # -- demo / bench ------------------------------------------------------------------------
@@ -298,6 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run folder written by train")
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--video", default=None, help="write an mp4 of the episodes")
+    p = sub.add_parser("dataset", help="write an offline dataset from a trained run's policy")
+    p.add_argument("run", help="run folder written by train")
+    p.add_argument("out", help="the .hdf5 file to write")
+    p.add_argument("--frames", type=int, default=50_000)
+    p.add_argument("--noise", type=float, default=0.1, help="action noise (x half-range)")
+    p.add_argument("--seed", type=int, default=0)
     sub.add_parser("bench", help="run the benchmarks (source checkout)")
     p = sub.add_parser("demo", help="random-policy rollout with a summary")
     p.add_argument("--env", default="CartPole-v1", help="gymnasium env id")
@@ -327,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
             train(args)
         elif args.command == "eval":
             evaluate(args.run, args.episodes, args.video, quiet=False)
+        elif args.command == "dataset":
+            make_dataset(args.run, args.out, args.frames, args.noise, args.seed)
         elif args.command == "bench":
             return bench()
         else:

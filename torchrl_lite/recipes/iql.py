@@ -4,7 +4,8 @@ Paper: Kostrikov et al. 2021, https://arxiv.org/abs/2110.06169. Offline: the age
 learns from ``dataset`` (a D4RL-layout ``.hdf5`` file; make one with
 :func:`~torchrl_lite.recipes.offline.collect_dataset`) and never acts while training;
 ``env`` only evaluates it. ``frames`` counts gradient steps. On a 40k-transition
-"medium" Pendulum-v1 dataset (mean return -517) the defaults reach about -150.
+"medium" Pendulum-v1 dataset (a half-trained SAC policy plus noise, mean return -517),
+the defaults end at -268 (mean of 3 seeds, 50 evaluation episodes each) in about a minute.
 
 Example:
     >>> cfg = Config(dataset="pendulum-medium.hdf5")
