@@ -103,6 +103,7 @@ def test_exploration_noise_only_while_exploring(algo):
     noise = explored - greedy
     assert bool((explored >= spec.low).all() and (explored <= spec.high).all())
     inside = (greedy.abs() < 0.5).squeeze(-1)  # 3 sigma from the bounds: hardly clipped
+    assert int(inside.sum()) > 50
     assert 0.4 < float(noise[inside].std()) < 0.6  # sigma: 0.25 of the half-range 2
 
 

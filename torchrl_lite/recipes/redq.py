@@ -3,7 +3,8 @@
 Paper: Chen et al. 2021, https://arxiv.org/abs/2101.05982. SAC with an ensemble of ``N``
 critics, a target that minimises over ``M`` of them drawn at random, and several updates
 per collected frame (the update-to-data ratio). The defaults solve Pendulum-v1 (mean
-return >= -200) in about 4k frames.
+return >= -200) in about 3.5k frames, the fewest of the recipes, but each frame costs
+``utd_ratio`` updates of ``num_qvalue_nets`` critics (about a minute on one CPU core).
 """
 
 from __future__ import annotations
