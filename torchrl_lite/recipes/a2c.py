@@ -45,10 +45,7 @@ class Config:
     reward_scale: float = 0.1
     """Rewards are multiplied by this for learning (reported returns stay unscaled)."""
     lr: float = 1e-3
-    """Adam learning rate of the actor."""
-    critic_lr: float = 3e-3
-    """Adam learning rate of the critic (higher: with one step per batch, the critic must
-    keep up with the policy for the bootstrapped advantages to mean anything)."""
+    """Adam learning rate (actor and critic)."""
     gamma: float = 0.9
     """Discount; Pendulum's short credit horizon learns much faster with 0.9."""
     lmbda: float = 0.95
@@ -118,12 +115,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         total_frames=cfg.frames,
         optim_steps_per_batch=1,
         loss_module=loss,
-        optimizer=torch.optim.Adam(
-            [
-                {"params": actor.parameters(), "lr": cfg.lr},
-                {"params": critic.parameters(), "lr": cfg.critic_lr},
-            ]
-        ),
+        optimizer=torch.optim.Adam(loss.parameters(), lr=cfg.lr),
         logger=logger,
         clip_norm=cfg.max_grad_norm,
         progress_bar=progress_bar,
