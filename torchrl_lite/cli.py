@@ -100,6 +100,8 @@ def train(args) -> dict:
         cfg = config_for(recipe, args.env, **changes)
         out = Path(args.out or f"runs/{recipe.ALGO}-{cfg.env.replace('/', '-')}-s{cfg.seed}")
     cfg = apply_overrides(cfg, overrides)
+    if getattr(cfg, "dataset", None):  # offline: saved absolute, so eval/resume work anywhere
+        cfg = dataclasses.replace(cfg, dataset=str(Path(cfg.dataset).resolve()))
     target = cfg.target if cfg.target is not None else recipe.TARGETS.get(cfg.env)
 
     # everything is built (and every input checked) before the run folder is touched

@@ -164,6 +164,43 @@ def test_tanh_normal_entropy_estimate():
     assert abs(ent.mean().item() - expected) < 0.1
 
 
+def test_tanh_normal_entropy_falls_as_scale_grows_past_saturation():
+    # H(a) = H(x) + E log|da/dx| ~ log s - 2 E|x| for a wide Normal: a squashed Normal that
+    # piles its mass on the bounds has a very low entropy, and the gradient must say so
+    # (estimating it from atanh of samples that round to +-1 clamps them, cutting the
+    # Jacobian term and making the estimate grow with the scale instead)
+    torch.manual_seed(0)
+    log_scale = torch.tensor([[math.log(20.0)]] * 4000, requires_grad=True)
+    dist = TanhNormal(torch.zeros(4000, 1), log_scale.exp())
+    ent = dist.entropy().mean()
+    ent.backward()
+    assert ent.item() < -15  # reference: log 20 + const - 2 * 20 * sqrt(2/pi) ~ -26
+    assert log_scale.grad.sum().item() < 0  # a larger scale means a lower entropy
+    x = torch.randn(200_000, dtype=torch.float64) * 20.0
+    log_jac = 2 * (math.log(2) - x.abs() - torch.nn.functional.softplus(-2 * x.abs()))
+    ref = D.Normal(0.0, 20.0).log_prob(x) - log_jac  # log(1 - tanh^2), without underflow
+    assert abs(ent.item() - (-ref.mean().item())) < 1.5
+
+
+def test_tanh_normal_log_prob_of_a_training_sample_uses_its_pre_tanh_value():
+    loc = torch.zeros(3, 1, requires_grad=True)
+    dist = TanhNormal(loc, torch.full((3, 1), 10.0))
+    torch.manual_seed(3)
+    action = dist.rsample()  # differentiable: scored exactly, even where it rounds to +-1
+    torch.manual_seed(3)
+    x = (loc + 10.0 * torch.randn(3, 1)).detach().double()
+    expected = _reference_log_prob(
+        torch.zeros(3, 1, dtype=torch.float64), 10.0, -1.0, 1.0, x
+    ).float()
+    torch.testing.assert_close(dist.log_prob(action), expected, rtol=1e-4, atol=1e-3)
+    # a sample drawn without gradients (collection) is scored from its value, as a loss
+    # will score it again later: the two agree exactly
+    with torch.no_grad():
+        sampled = dist.rsample()
+        first = dist.log_prob(sampled)
+    torch.testing.assert_close(first, dist.log_prob(sampled.clone()))
+
+
 def test_tanh_normal_in_probabilistic_module():
     from tensordict import TensorDict
 

@@ -212,3 +212,22 @@ def test_offline_recipe_learns_from_a_dataset_short(algo, pendulum_data):
     assert q_after < 0.5 * q_before, (q_before, q_after)  # the critics fit the data
     assert bc_after < 0.95 * bc_before, (bc_before, bc_after)  # the policy nears the data's
     assert returns[-1] > returns[0] + 150, returns  # and it does better than untrained
+
+
+def test_cli_offline_run_saves_the_dataset_path_absolute(pendulum_data, tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    from torchrl_lite.cli import main
+
+    shutil.copy(pendulum_data, tmp_path / "data.hdf5")
+    monkeypatch.chdir(tmp_path)  # the dataset is given relative to here
+    argv = ["train", "iql", "--env", "Pendulum-v1", "--frames", "20", "--out", "run", "--quiet",
+            "dataset=data.hdf5", "eval_interval=10", "eval_episodes=1", "hidden=16"]  # fmt: skip
+    assert main(argv) == 0
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())["config"]["dataset"]
+    assert saved == str(tmp_path / "data.hdf5")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # resuming from another folder still finds the dataset
+    assert main(["train", "--resume", str(tmp_path / "run"), "--quiet", "frames=30"]) == 0

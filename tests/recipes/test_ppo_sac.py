@@ -2,8 +2,11 @@
 
 import dataclasses
 
+import pytest
+import torch
+
 from torchrl_lite.recipes import config_for, get_recipe
-from torchrl_lite.recipes.common import EpisodeReturns
+from torchrl_lite.recipes.common import EpisodeReturns, make_env
 
 
 def _train(algo: str, **changes) -> list[float]:
@@ -38,3 +41,24 @@ def test_recipe_configs_are_frozen_and_documented():
             pass
         else:
             raise AssertionError("Config must be frozen")
+
+
+@pytest.mark.dm_control
+def test_dm_control_recipe_env_concatenates_observations_and_trains():
+    import numpy as np
+    from dm_control import suite
+
+    env = make_env("dm_control/cartpole-swingup", num_envs=2, seed=3)
+    assert env.observation_spec["observation"].shape == (2, 5)
+    assert env.observation_spec["observation"].dtype == torch.float32
+    first = env.reset()["observation"][0]
+    raw = suite.load("cartpole", "swingup", task_kwargs={"random": 3}).reset().observation
+    expected = np.concatenate([raw["position"], raw["velocity"]]).astype(np.float32)
+    torch.testing.assert_close(first, torch.from_numpy(expected))
+
+    recipe = get_recipe("ppo")
+    cfg = config_for(recipe, "dm_control/cartpole-swingup", frames=2_000, num_envs=2,
+                     frames_per_batch=1_000, epochs=1, mini_batch_size=250)  # fmt: skip
+    trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
+    trainer.train()
+    assert trainer.collected_frames == 2_000

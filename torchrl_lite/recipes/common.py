@@ -19,6 +19,7 @@ from torchrl_lite import _keys as K
 from torchrl_lite.data import Bounded, Categorical, OneHot, TensorSpec
 from torchrl_lite.envs import (
     CatTensors,
+    Compose,
     DoubleToFloat,
     EnvBase,
     GymEnv,
@@ -55,7 +56,7 @@ def make_env(env_id: str, num_envs: int = 0, seed: int | None = None, **kwargs) 
             base = DMControlEnv(domain, task, **kwargs)
             keys = list(base.observation_spec.keys())
             return TransformedEnv(
-                base, DoubleToFloat(), CatTensors(in_keys=keys, out_key=K.OBSERVATION)
+                base, Compose(DoubleToFloat(), CatTensors(in_keys=keys, out_key=K.OBSERVATION))
             )
 
         env = SerialEnv(num_envs, one) if num_envs else one()

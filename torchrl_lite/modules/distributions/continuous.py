@@ -102,6 +102,11 @@ class TanhNormal(D.Distribution):
     where ``log(1 - tanh(x)^2) = 2 (log 2 - x - softplus(-2x))`` is computed without
     cancellation. Values at (or, by rounding, just past) the bounds are moved inside by one
     float epsilon before ``atanh``, so ``log_prob`` and its gradients stay finite there.
+    ``log_prob`` of the latest differentiable ``rsample`` (a SAC-style loss) is computed from
+    its pre-tanh value instead, exact even where the squashed value rounds to a bound; a
+    sample drawn without gradients (collection) is scored from its value, as a later loss
+    will score it, so PPO's ratios start at exactly 1. ``entropy`` likewise uses pre-tanh
+    samples.
 
     Args:
         loc: location of the Normal before squashing, ``[*B, A]``.
@@ -155,6 +160,7 @@ class TanhNormal(D.Distribution):
             scale = scale.expand(shape)
         self.loc, self.scale = loc, scale
         self.upscale, self.tanh_loc = upscale, tanh_loc
+        self._last_sample = None
         self.event_dims = _event_dims(loc, event_dims)
         split = loc.dim() - self.event_dims
         self._event_numel = math.prod(shape[split:])
@@ -192,7 +198,11 @@ class TanhNormal(D.Distribution):
             eps = torch.randn(shape, device=self.loc.device, dtype=self.loc.dtype)
         else:
             eps = torch.randn_like(self.loc)
-        return self._squash(torch.addcmul(self.loc, self.scale, eps))
+        x = torch.addcmul(self.loc, self.scale, eps)
+        a = self._squash(x)
+        if x.requires_grad:  # a training sample: log_prob(a) uses x (see the class docstring)
+            self._last_sample = (a, x)
+        return a
 
     def sample(self, sample_shape=_EMPTY) -> torch.Tensor:
         with torch.no_grad():
@@ -200,10 +210,18 @@ class TanhNormal(D.Distribution):
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         """Log-density of ``value`` (``[*S, *B, A]``), summed over the event: ``[*S, *B]``."""
+        last = self._last_sample
+        if last is not None and value is last[0]:
+            return self._log_prob_pre_tanh(last[1])
         b = self._bounds
         u = value if b.unit else (value - b.center) / b.half  # in [-1, 1]
         eps = torch.finfo(u.dtype).eps
         x = torch.atanh(u.clamp(-1.0 + eps, 1.0 - eps))  # the pre-tanh value
+        return self._log_prob_pre_tanh(x)
+
+    def _log_prob_pre_tanh(self, x: torch.Tensor) -> torch.Tensor:
+        """``log p(a)`` for ``a = squash(x)``, from the pre-tanh ``x`` (no ``atanh``)."""
+        b = self._bounds
         z = (x - self.loc) / self.scale
         # log N(x) - log|da/dx| = -z^2/2 - log s - log(2 pi)/2 - 2 (log 2 - x - softplus(-2x)) - log h
         # computed as 2 * (x + softplus(-2x) - log(s)/2 - z^2/4) - constants: fewer ops
@@ -224,9 +242,16 @@ class TanhNormal(D.Distribution):
         return self.mode
 
     def entropy(self, num_samples: int = 1) -> torch.Tensor:
-        """Monte-Carlo entropy estimate ``-mean log p(a)`` over ``num_samples`` rsamples, ``[*B]``."""
-        sample = self.rsample((num_samples,))
-        return -self.log_prob(sample).mean(0)
+        """Monte-Carlo entropy estimate ``-mean log p(a)`` over ``num_samples`` rsamples, ``[*B]``.
+
+        The density is evaluated at the pre-tanh sample itself, not at ``atanh`` of the
+        squashed one: samples that round to a bound would be clamped there, which cuts
+        their gradient and makes the estimate grow with ``scale`` without limit.
+        """
+        shape = self._extended_shape((num_samples,))
+        eps = torch.randn(shape, device=self.loc.device, dtype=self.loc.dtype)
+        x = torch.addcmul(self.loc, self.scale, eps)
+        return -self._log_prob_pre_tanh(x).mean(0)
 
     def __repr__(self) -> str:
         return (
