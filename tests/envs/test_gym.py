@@ -157,6 +157,32 @@ def test_gym_rollout_equals_manual_step_loop():
     assert not torch.equal(rollout["observation"][t + 1], rollout["next", "observation"][t])
 
 
+def test_gym_rollout_longer_than_the_first_buffer_rows_equals_manual_loop():
+    env = GymEnv("Pendulum-v1")  # 2600 steps: the buffers (1024 rows at first) grow twice
+    env.set_seed(5)
+    torch.manual_seed(1)
+    rollout = env.rollout(2600, break_when_any_done=False)
+    assert rollout.batch_size == (2600,)
+    env.set_seed(5)
+    torch.manual_seed(1)
+    td = env.reset()
+    for t in range(2600):
+        td = env.step(env.rand_action(td))
+        if t in (0, 1023, 1024, 2047, 2048, 2599):
+            assert (rollout[t] == td).all(), t
+        td = step_mdp(td)
+        if td["done"].item():
+            td = env.reset()
+
+
+def test_gym_rollout_huge_max_steps_stopping_early_allocates_little():
+    env = GymEnv("CartPole-v1")
+    env.set_seed(0)
+    # 10**9 preallocated rows would need tens of GB; the buffers grow with the steps taken
+    rollout = env.rollout(10**9, break_when_any_done=True)
+    assert 1 <= rollout.shape[0] <= 500 and rollout["next", "done"][-1].item()
+
+
 def test_gym_rollout_break_when_any_done_and_callback():
     env = GymEnv("CartPole-v1")
     seen = []

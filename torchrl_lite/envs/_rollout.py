@@ -10,14 +10,18 @@ from tensordict import TensorDict, TensorDictBase
 # (700 net allocations): with more, collections run during the rollout, promote those
 # objects, and the full collections that follow cost ~10 us per step.
 _ROLLOUT_CHUNK = 32
+# Rows allocated up front; buffers double (up to max_steps) when a rollout runs longer, so
+# rollout(10**6) that stops after 200 steps does not allocate a million rows of pixels.
+_FIRST_ROWS = 1024
 
 
 class _RolloutRecorder:
-    """Copies the steps of a rollout into ``[T, *batch, ...]`` buffers allocated once.
+    """Copies the steps of a rollout into ``[T, *batch, ...]`` buffers.
 
     Each step only keeps a reference to its TensorDict (the env returns new tensors each
-    step); every ``_ROLLOUT_CHUNK`` steps the leaves are copied into the preallocated
-    buffers with one ``torch.stack(..., out=...)`` per key. Leaves that carry gradients
+    step); every ``_ROLLOUT_CHUNK`` steps the leaves are copied into the buffers with one
+    ``torch.stack(..., out=...)`` per key. The buffers start with ``min(max_steps, 1024)``
+    rows and double when full (never past ``max_steps``). Leaves that carry gradients
     (a differentiable policy) are stacked without ``out=`` so the graph is kept.
     """
 
@@ -35,8 +39,9 @@ class _RolloutRecorder:
             self.getters = [_leaf_getter(key) for key in self.keys]
             for key in self.keys:
                 leaf = td.get(key)
+                rows = min(self.max_steps, _FIRST_ROWS)
                 self.buffers.append(
-                    torch.empty((self.max_steps, *leaf.shape), dtype=leaf.dtype, device=leaf.device)
+                    torch.empty((rows, *leaf.shape), dtype=leaf.dtype, device=leaf.device)
                 )
         self.pending.append(td)
         if len(self.pending) == _ROLLOUT_CHUNK:
@@ -52,6 +57,8 @@ class _RolloutRecorder:
             if leaves is None:  # not plain TensorDicts, or a key is missing: the slow path
                 leaves = [getter(td) for td in self.pending]
             buf = self.buffers[i]
+            if not isinstance(buf, list) and self.written + n > buf.shape[0]:
+                buf = self.buffers[i] = _grown(buf, self.written, self.max_steps)
             try:
                 if isinstance(buf, list) or leaves[0].requires_grad:
                     if not isinstance(buf, list):  # switch this key to keeping the graph
@@ -97,6 +104,13 @@ class _RolloutRecorder:
                 leaf = leaf.movedim(0, ndim).contiguous()  # [*batch, T, ...]
             out.set(key, leaf)
         return out
+
+
+def _grown(buf: torch.Tensor, written: int, max_steps: int) -> torch.Tensor:
+    """``buf`` with twice the rows (at most ``max_steps``), its first ``written`` kept."""
+    bigger = buf.new_empty((min(2 * buf.shape[0], max_steps), *buf.shape[1:]))
+    bigger[:written].copy_(buf[:written])
+    return bigger
 
 
 def _plain_store(td) -> dict:
