@@ -263,6 +263,47 @@ def test_sync_state_dict_round_trip():
     assert (other.next()["action"] == 0.5).all()
 
 
+@pytest.mark.parametrize("kind", ["single", "serial"])
+def test_sync_state_dict_mid_run_continues_exactly(kind):
+    """A state taken after 2 batches (episodes cut at the boundary), loaded into a collector
+    built the same way (other seed, other weights), yields the original's next batch."""
+
+    def build(seed):
+        torch.manual_seed(seed)  # the policy's weights
+        policy = TensorDictModule(
+            nn.Sequential(nn.Linear(3, 1), nn.Tanh()), in_keys=["observation"], out_keys=["action"]
+        )
+        env = make_pendulum() if kind == "single" else SerialEnv(2, make_pendulum)
+        collector = SyncDataCollector(env, policy, frames_per_batch=50, max_frames_per_traj=35)
+        collector.set_seed(seed)
+        return collector
+
+    collector = build(0)
+    collector.next(), collector.next()  # a trajectory is cut at the end of the second
+    state = collector.state_dict()
+    assert state["frames"] == 100 and state["env_state_dict"]["kind"] in ("gym", "serial")
+    assert state["carry"]["td"] is not None and state["carry"]["traj_count"] > 0
+    expected = collector.next()  # the state is a snapshot: this changes nothing in it
+    other = build(99)
+    other.load_state_dict(state)
+    got = other.next()
+    assert other._frames == 150
+    for key in ["action", "observation", ("next", "observation"), ("next", "reward")]:
+        assert torch.equal(got[key], expected[key]), key
+    assert torch.equal(got["collector", "traj_ids"], expected["collector", "traj_ids"])
+    assert got["next", "truncated"].any()  # a trajectory ended (max_frames_per_traj) in it
+    collector.shutdown()
+    other.shutdown()
+
+
+def test_sync_load_state_dict_unknown_entries_is_key_error():
+    collector = SyncDataCollector(CountingEnv(), None, frames_per_batch=4)
+    with pytest.raises(KeyError, match="unknown entries"):
+        collector.load_state_dict({"frames": 4, "env": {}})
+    with pytest.raises(KeyError, match="unknown carry entries"):
+        collector.load_state_dict({"carry": {"td": None, "traj_idx": None}})
+
+
 def test_sync_set_seed_gives_each_sub_env_its_seed():
     collector = SyncDataCollector(lambda: SerialEnv(3, CountingEnv), None, frames_per_batch=3)
     assert collector.set_seed(10) == 13

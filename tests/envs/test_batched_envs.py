@@ -518,3 +518,19 @@ def test_parallel_env_spawn_start_method(no_leftover_workers):
             a, b = _rollout(serial, 1, 20), _rollout(env, 1, 20)
     for key in a.keys(True, True):
         assert torch.equal(a[key], b[key]), key
+
+
+def test_batched_env_state_dict_checks_kind_and_copy_count(no_leftover_workers):
+    with SerialEnv(2, make_cartpole) as env, SerialEnv(3, make_cartpole) as three:
+        state = env.state_dict()
+        assert [s["kind"] for s in state["envs"]] == ["gym", "gym"]
+        with pytest.raises(ValueError, match="2 SerialEnv copies, this env has 3"):
+            three.load_state_dict(state)
+        with pytest.raises(ValueError, match="expects an env state of kind 'gym'"):
+            make_cartpole().load_state_dict(state)
+        with pytest.raises(ValueError, match="unknown env state kind 'other'"):
+            env.load_state_dict({"kind": "other"})
+    with ParallelEnv(2, make_cartpole) as parallel:
+        with pytest.warns(UserWarning, match="not bit-exact"):
+            state = parallel.state_dict()
+        parallel.load_state_dict(state)  # nothing to restore

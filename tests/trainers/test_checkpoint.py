@@ -17,7 +17,7 @@ import torch
 from tests.trainers.setups import FPB, dqn_run, ppo_run, sac_run
 from torchrl_lite.envs import GymEnv, SerialEnv
 from torchrl_lite.trainers import load_checkpoint, save_checkpoint
-from torchrl_lite.trainers.checkpoint import _sigint_deferred, env_state, load_env_state
+from torchrl_lite.trainers.checkpoint import _sigint_deferred
 
 BUILDERS = {"sac": sac_run, "dqn": dqn_run, "ppo": ppo_run}
 N, K = 6, 3  # batches of the straight run, batches before the checkpoint
@@ -76,7 +76,8 @@ def test_checkpoint_folder_contents_and_buffer_dump(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # no temporary left
     state, _ = load_checkpoint(tmp_path / "ckpt")
     assert "replay_buffer" not in state["hooks"]  # dumped as files, not pickled
-    assert {"loss_module", "collector", "collector_carry", "env", "rng", "owners"} <= set(state)
+    assert {"loss_module", "collector", "rng", "owners"} <= set(state)
+    assert {"env_state_dict", "carry"} <= set(state["collector"])  # the env state, the episode
     assert "log_alpha" in state["loss_module"]  # SAC's temperature
     assert "optimizer" in state["hooks"] and "reward_normalizer" in state["hooks"]
 
@@ -196,7 +197,7 @@ def test_checkpoint_refuses_to_replace_other_files(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["vector", "serial"])
-def test_env_state_round_trip_batched_gym(kind):
+def test_env_state_dict_round_trip_batched_gym(kind):
     def make():
         if kind == "vector":
             return GymEnv("CartPole-v1", num_envs=2)
@@ -207,12 +208,12 @@ def test_env_state_round_trip_batched_gym(kind):
     td = env.reset()
     actions = [env.rand_action(td.clone()) for _ in range(4)]  # no episode ends
     td = env.rand_step(td)
-    state = env_state(env)
+    state = env.state_dict()
     expected = [env.step(a.clone())["next", "observation"] for a in actions]
     other = make()
     other.set_seed(99)
     other.reset()
-    load_env_state(other, state)
+    other.load_state_dict(state)
     got = [other.step(a.clone())["next", "observation"] for a in actions]
     for a, b in zip(expected, got):
         assert torch.equal(a, b)

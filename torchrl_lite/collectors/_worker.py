@@ -74,8 +74,9 @@ class _Worker:
             _seed_rngs(seed)
             self.conn.send(("seed", self.collector.set_seed(seed, static_seed=static)))
         elif kind == "state_dict":
+            # the parent keeps the counters and the policy: the worker's env and carry
             state = self.collector.state_dict()
-            self.conn.send(("state_dict", {k: state[k] for k in state if k == "env_state_dict"}))
+            self.conn.send(("state_dict", {k: state[k] for k in ("env_state_dict", "carry")}))
         elif kind == "load_state_dict":
             self.collector.load_state_dict(message[1])
             self.conn.send(("loaded", None))

@@ -37,6 +37,8 @@ from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
 __all__ = ["DataCollectorBase", "SyncDataCollector", "Collector"]
 
 _DROP_ROOT = frozenset({K.NEXT, K.RESET})  # root entries never carried to the next step
+# what runs on from one batch to the next (attributes ``_<name>``, in ``state_dict()["carry"]``)
+_CARRY = ("td", "traj_ids", "traj_count", "traj_stride", "traj_offset", "step_count")
 
 
 class DataCollectorBase:
@@ -539,25 +541,50 @@ class SyncDataCollector(DataCollectorBase):
         return out
 
     def state_dict(self) -> dict:
-        """The policy's and env's state (where they have one) and the frame counters."""
+        """What continuing this collection exactly needs: counters, policy, env, carry.
+
+        ``"frames"``/``"iter"`` (the counters), ``"policy_state_dict"`` (when the policy is
+        an ``nn.Module``), ``"env_state_dict"`` (``env.state_dict()``: RNG and internal
+        state) and ``"carry"``: what runs on from one batch to the next (the root
+        TensorDict of the next step, trajectory ids and counters, step counts), copied.
+        A collector built the same way that loads it yields the same next batches.
+
+        Example:
+            >>> from torchrl_lite.envs import PendulumEnv
+            >>> collector = SyncDataCollector(PendulumEnv(seed=0), None, frames_per_batch=4)
+            >>> _ = collector.next()
+            >>> sorted(collector.state_dict())
+            ['carry', 'env_state_dict', 'frames', 'iter']
+        """
         out = {"frames": self._frames, "iter": self._iter}
         if isinstance(self.policy, nn.Module):
             out["policy_state_dict"] = self.policy.state_dict()
-        env_state = getattr(self.env, "state_dict", None)
-        if callable(env_state):
-            out["env_state_dict"] = env_state()
+        out["env_state_dict"] = self.env.state_dict()
+        out["carry"] = {name: _copy(getattr(self, "_" + name)) for name in _CARRY}
         return out
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Restore what ``state_dict()`` returned."""
-        known = {"frames", "iter", "policy_state_dict", "env_state_dict"}
+        """Restore what ``state_dict()`` returned (into a collector built the same way)."""
+        known = {"frames", "iter", "policy_state_dict", "env_state_dict", "carry"}
         unknown = [k for k in state_dict if k not in known]
         if unknown:
-            raise KeyError(f"{type(self).__name__}.load_state_dict: unknown entries {unknown}")
+            raise KeyError(
+                f"{type(self).__name__}.load_state_dict: unknown entries {unknown}; expected "
+                f"those of a collector's state_dict(): {sorted(known)}."
+            )
+        carry = state_dict.get("carry", {})
+        odd = [k for k in carry if k not in _CARRY]
+        if odd:
+            raise KeyError(
+                f"{type(self).__name__}.load_state_dict: unknown carry entries {odd}; "
+                f"expected {list(_CARRY)}."
+            )
         if "policy_state_dict" in state_dict:
             self.policy.load_state_dict(state_dict["policy_state_dict"])
         if "env_state_dict" in state_dict:
             self.env.load_state_dict(state_dict["env_state_dict"])
+        for name, value in carry.items():  # onto the env's device (a checkpoint loads on CPU)
+            setattr(self, "_" + name, _copy(value, self.env.device))
         self._frames = int(state_dict.get("frames", self._frames))
         self._iter = int(state_dict.get("iter", self._iter))
 
@@ -575,6 +602,13 @@ class SyncDataCollector(DataCollectorBase):
 
 
 Collector = SyncDataCollector
+
+
+def _copy(value, device=None):
+    """A copy of a tensor or TensorDict, on ``device`` if given (other values: as they are)."""
+    if not isinstance(value, (torch.Tensor, TensorDictBase)):
+        return value
+    return value.clone() if device is None or value.device == device else value.to(device)
 
 
 def _merge_preset(next_td: TensorDictBase, preset: TensorDictBase) -> None:

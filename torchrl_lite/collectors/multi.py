@@ -329,7 +329,9 @@ class _MultiDataCollector(DataCollectorBase):
         return seed
 
     def state_dict(self) -> dict:
-        """The policy's state, the frame counters and each worker's env state."""
+        """The policy's state, the frame counters and each worker's env state and carry
+        (``"worker<i>"``: what its ``SyncDataCollector.state_dict()`` has under
+        ``"env_state_dict"`` and ``"carry"``)."""
         self._check_open()
         out = {"frames": self._frames, "iter": self._iter}
         if isinstance(self.policy, torch.nn.Module):

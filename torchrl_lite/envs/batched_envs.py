@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import warnings
 import weakref
 
 import torch
@@ -276,6 +277,32 @@ class SerialEnv(_BatchedEnv):
         self._check_usable()
         for env in self._envs:
             seed = env.set_seed(seed)
+
+    # -- state (checkpoints) -----------------------------------------------------------
+    def state_dict(self) -> dict:
+        """The state of each copy (its ``state_dict()``), in order.
+
+        Example:
+            >>> from torchrl_lite.envs import PendulumEnv, SerialEnv
+            >>> env = SerialEnv(2, PendulumEnv)
+            >>> state = env.state_dict()
+            >>> state["kind"], len(state["envs"])
+            ('serial', 2)
+            >>> env.load_state_dict(state)
+            >>> env.close()
+        """
+        return {"kind": "serial", "envs": [env.state_dict() for env in self._envs]}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what :meth:`state_dict` returned, into an env built the same way."""
+        self._check_state_kind(state_dict, "serial")
+        if len(self._envs) != len(state_dict["envs"]):
+            raise ValueError(
+                f"the checkpoint holds {len(state_dict['envs'])} SerialEnv copies, this env has "
+                f"{len(self._envs)}; build the env as it was built when saved."
+            )
+        for env, env_state in zip(self._envs, state_dict["envs"]):
+            env.load_state_dict(env_state)
 
 
 def _given(env: EnvBase) -> EnvBase:
@@ -581,6 +608,23 @@ class ParallelEnv(_BatchedEnv):
         per_copy = max(1, self._env_batch.numel())
         for w, (lo, _hi) in enumerate(self._groups):
             self._command(W.SEED + pickle.dumps(seed + lo * per_copy), [w], "set_seed")
+
+    # -- state (checkpoints) -----------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Nothing: the copies' RNG and internal states live in the worker processes.
+
+        It warns so: a run resumed from it continues, but not bit-exact.
+        """
+        warnings.warn(
+            "ParallelEnv: the sub-envs' RNG and internal states live in worker processes and "
+            "are not saved; a resumed run continues, but not bit-exact.",
+            stacklevel=2,
+        )
+        return {"kind": "none"}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Accept what :meth:`state_dict` returned (nothing to restore)."""
+        self._check_state_kind(state_dict, "none")
 
 
 def _start_method(method: str | None) -> str:

@@ -10,8 +10,8 @@ three hooks:
   new tensors (never modify the ones it returned earlier in place).
 * ``_set_seed(seed: int) -> None``.
 
-Everything else (``reset``, ``step``, ``step_and_maybe_reset``, ``rollout``, spec checks)
-is shared.
+Everything else (``reset``, ``step``, ``step_and_maybe_reset``, ``rollout``, spec checks,
+``state_dict``/``load_state_dict`` for checkpoints) is shared.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from torchrl_lite.envs._rollout import _RolloutRecorder
 from torchrl_lite.envs.utils import step_mdp
 
 __all__ = ["EnvBase"]
+
+# the "kind" of each env state_dict: EnvBase, TransformedEnv, SerialEnv, ParallelEnv, GymWrapper
+_STATE_KINDS = ("generic", "transformed", "serial", "none", "gym")
 
 
 class EnvBase:
@@ -182,6 +185,55 @@ class EnvBase:
                 raise TypeError(f"set_seed expects an int, got {seed!r} ({type(seed).__name__})")
         self._set_seed(seed)
         return seed if static_seed else seed + max(1, self.batch_size.numel())
+
+    # -- state (checkpoints) -----------------------------------------------------------
+    def state_dict(self) -> dict:
+        """A snapshot of what continuing this env exactly needs (RNG and internal state).
+
+        The base class saves the env's ``torch.Generator`` attributes (e.g.
+        ``PendulumEnv.rng``); wrappers, batched envs and gymnasium envs add their own
+        parts. The ``"kind"`` entry says which env class wrote it.
+
+        Example:
+            >>> from torchrl_lite.envs import PendulumEnv
+            >>> env = PendulumEnv(seed=0)
+            >>> state = env.state_dict()
+            >>> first = env.reset()["th"]
+            >>> env.load_state_dict(state)
+            >>> bool(env.reset()["th"] == first)
+            True
+        """
+        generators = {
+            k: v.get_state() for k, v in vars(self).items() if isinstance(v, torch.Generator)
+        }
+        return {"kind": "generic", "generators": generators}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what :meth:`state_dict` returned, into an env built the same way."""
+        self._check_state_kind(state_dict, "generic")
+        for name, gen_state in state_dict["generators"].items():
+            generator = getattr(self, name, None)
+            if not isinstance(generator, torch.Generator):
+                raise ValueError(
+                    f"the checkpoint has a generator {name!r} that {type(self).__name__} lacks; "
+                    f"build the env as it was built when saved."
+                )
+            generator.set_state(gen_state)
+
+    def _check_state_kind(self, state_dict: dict, kind: str) -> None:
+        """Raise ValueError unless ``state_dict`` is an env state of ``kind``."""
+        got = state_dict.get("kind") if isinstance(state_dict, dict) else None
+        if got == kind:
+            return
+        if got not in _STATE_KINDS:
+            raise ValueError(
+                f"unknown env state kind {got!r} in the checkpoint; expected an env's "
+                f"state_dict() (kind one of {list(_STATE_KINDS)})."
+            )
+        raise ValueError(
+            f"{type(self).__name__} expects an env state of kind {kind!r}, got one of kind "
+            f"{got!r}; build the env as it was built when saved."
+        )
 
     # -- reset / step ------------------------------------------------------------------
     def _check_open(self, what: str) -> None:

@@ -1,10 +1,10 @@
-"""Checkpoints: atomic save and load of a checkpoint folder, RNG states and env states.
+"""Checkpoints: atomic save and load of a checkpoint folder, and the global RNG states.
 
 A checkpoint is a folder (``Trainer.save(path)`` / ``Trainer.load(path)``)::
 
     path/
       state.pt     torch.save of the trainer's state (networks, optimizer, counters, hook
-                   states, RNG states, env states)
+                   states, RNG states, the collector's state with its env's)
       <name>/      what a hook with ``dumps(folder)`` wrote (e.g. the replay buffer)
       meta.json    format, version, frames: written last, it marks the folder complete
 
@@ -14,12 +14,14 @@ deferred during the swap: at every instant either the previous checkpoint or the
 is complete, and :func:`load_checkpoint` falls back to ``path.old`` if a crash hit between
 the two renames. Loading never writes.
 
-Env states make a resumed run continue exactly: torch generators (``PendulumEnv.rng``),
-gymnasium envs (pickled whole when they allow it, which classic-control and MuJoCo envs
-without an open renderer do: physics, time limit, ``np_random``; else only their
-``np_random`` state), transforms' ``state_dict`` (e.g. ``VecNorm``), ``SerialEnv`` copies
-one by one. ``ParallelEnv`` workers and gymnasium's async vector envs keep theirs in other
-processes: they are not saved (a warning says so) and such a run resumes, but not bit-exact.
+Env states make a resumed run continue exactly: each env's ``state_dict()`` holds its
+torch generators (``PendulumEnv.rng``), its gymnasium env (pickled whole when it allows it,
+which classic-control and MuJoCo envs without an open renderer do: physics, time limit,
+``np_random``; else only their ``np_random`` state), its transforms' ``state_dict`` (e.g.
+``VecNorm``), a ``SerialEnv``'s copies one by one; the collector's ``state_dict()`` adds it
+to the running episode it carries into the next batch. ``ParallelEnv`` workers and
+gymnasium's async vector envs keep theirs in other processes: they are not saved (a
+warning says so) and such a run resumes, but not bit-exact.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pickle
 import random
 import shutil
 import signal
@@ -44,10 +45,6 @@ __all__ = [
     "load_checkpoint",
     "rng_state",
     "set_rng_state",
-    "env_state",
-    "load_env_state",
-    "collector_carry",
-    "load_collector_carry",
 ]
 
 FORMAT = "torchrl_lite.trainer"
@@ -232,162 +229,3 @@ def set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-# -- env states -----------------------------------------------------------------------
-def env_state(env) -> dict:
-    """What continuing ``env`` exactly needs: its generators and internal state.
-
-    Args:
-        env: a torchrl_lite env (transformed, batched, gymnasium or custom).
-
-    Example:
-        >>> from torchrl_lite.envs import PendulumEnv
-        >>> env = PendulumEnv(seed=0)
-        >>> state = env_state(env)
-        >>> first = env.reset()["th"]
-        >>> load_env_state(env, state)
-        >>> bool(env.reset()["th"] == first)
-        True
-    """
-    from torchrl_lite.envs import GymWrapper, ParallelEnv, SerialEnv, TransformedEnv
-
-    if isinstance(env, TransformedEnv):
-        return {
-            "kind": "transformed",
-            "base": env_state(env.base_env),
-            "transform": env.transform.state_dict(),
-        }
-    if isinstance(env, SerialEnv):
-        return {"kind": "serial", "envs": [env_state(e) for e in env._envs]}
-    if isinstance(env, ParallelEnv):
-        warnings.warn(
-            "ParallelEnv: the sub-envs' RNG and internal states live in worker processes and "
-            "are not saved; a resumed run continues, but not bit-exact.",
-            stacklevel=2,
-        )
-        return {"kind": "none"}
-    if isinstance(env, GymWrapper):  # a seed given to set_seed waits for the next reset
-        return {"kind": "gym", "pending_seed": env._pending_seed, **_gym_state(env.env)}
-    generators = {k: v.get_state() for k, v in vars(env).items() if isinstance(v, torch.Generator)}
-    return {"kind": "generic", "generators": generators}
-
-
-def load_env_state(env, state: dict) -> None:
-    """Restore a state returned by :func:`env_state` into an env built the same way."""
-    kind = state.get("kind")
-    if kind == "transformed":
-        load_env_state(env.base_env, state["base"])
-        env.transform.load_state_dict(state["transform"])
-    elif kind == "serial":
-        if len(env._envs) != len(state["envs"]):
-            raise ValueError(
-                f"the checkpoint holds {len(state['envs'])} SerialEnv copies, this env has "
-                f"{len(env._envs)}; build the env as it was built when saved."
-            )
-        for sub, sub_state in zip(env._envs, state["envs"]):
-            load_env_state(sub, sub_state)
-    elif kind == "gym":
-        _load_gym_state(env.env, state)
-        env._pending_seed = state["pending_seed"]
-        env._last_obs = None
-    elif kind == "generic":
-        for name, gen_state in state["generators"].items():
-            generator = getattr(env, name, None)
-            if not isinstance(generator, torch.Generator):
-                raise ValueError(
-                    f"the checkpoint has a generator {name!r} that {type(env).__name__} lacks; "
-                    f"build the env as it was built when saved."
-                )
-            generator.set_state(gen_state)
-    elif kind != "none":
-        raise ValueError(f"unknown env state kind {kind!r} in the checkpoint.")
-
-
-def _gym_state(genv) -> dict:
-    with contextlib.suppress(Exception):
-        return {"pickle": pickle.dumps(genv)}
-    base = getattr(genv, "unwrapped", genv)
-    subs = getattr(base, "envs", None)
-    if subs is not None:  # a sync vector env: its env factories are closures
-        with contextlib.suppress(Exception):
-            return {
-                "vector": pickle.dumps(_picklable_attrs(base, skip=("envs", "env_fns"))),
-                "envs": [pickle.dumps(e) for e in subs],
-            }
-    rng = getattr(base, "np_random", None)
-    warnings.warn(
-        f"{type(base).__name__} cannot be pickled (an open renderer, or an async vector env): "
-        f"only its np_random state is saved, so a resumed run is not bit-exact.",
-        stacklevel=3,
-    )
-    if isinstance(rng, np.random.Generator):
-        return {"np_random": rng.bit_generator.state}
-    return {}
-
-
-def _load_gym_state(genv, state: dict) -> None:
-    if "pickle" in state:
-        _transplant(genv, pickle.loads(state["pickle"]))
-    elif "vector" in state:
-        base = getattr(genv, "unwrapped", genv)
-        if len(base.envs) != len(state["envs"]):
-            raise ValueError(
-                f"the checkpoint holds {len(state['envs'])} vectorised gymnasium envs, this "
-                f"env has {len(base.envs)}; build the env as it was built when saved."
-            )
-        for key, value in pickle.loads(state["vector"]).items():
-            setattr(base, key, value)
-        for sub, blob in zip(base.envs, state["envs"]):
-            _transplant(sub, pickle.loads(blob))
-    elif "np_random" in state:
-        genv.unwrapped.np_random.bit_generator.state = state["np_random"]
-
-
-def _picklable_attrs(obj, skip: tuple) -> dict:
-    out = {}
-    for key, value in vars(obj).items():
-        if key in skip:
-            continue
-        with contextlib.suppress(Exception):
-            pickle.dumps(value)
-            out[key] = value
-    return out
-
-
-def _transplant(obj, fresh) -> None:
-    """Give ``obj`` the whole state of ``fresh`` (same class), keeping ``obj``'s identity."""
-    if type(obj) is not type(fresh):
-        raise ValueError(
-            f"the checkpoint's gymnasium env is a {type(fresh).__name__}, this env is a "
-            f"{type(obj).__name__}; build the env as it was built when saved."
-        )
-    obj.__dict__.clear()
-    obj.__dict__.update(fresh.__dict__)
-
-
-# -- a collector's running state ------------------------------------------------------
-# SyncDataCollector.state_dict() holds the frame counters and the policy; continuing
-# mid-episode also needs the root TensorDict of the next step and the trajectory counters.
-_CARRY = ("_td", "_traj_ids", "_traj_count", "_traj_stride", "_traj_offset", "_step_count")
-
-
-def collector_carry(collector) -> dict:
-    """A snapshot of what a collector carries from one batch to the next (may be empty)."""
-    out = {}
-    for name in _CARRY:
-        if hasattr(collector, name):
-            value = getattr(collector, name)
-            out[name] = value.clone() if hasattr(value, "clone") else value
-    return out
-
-
-def load_collector_carry(collector, state: dict) -> None:
-    """Restore :func:`collector_carry`'s snapshot."""
-    for name, value in state.items():
-        if not hasattr(collector, name):
-            raise ValueError(
-                f"the checkpoint's collector state has {name!r}, which "
-                f"{type(collector).__name__} lacks; build the collector as when saved."
-            )
-        setattr(collector, name, value.clone() if hasattr(value, "clone") else value)

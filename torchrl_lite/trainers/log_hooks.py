@@ -12,7 +12,6 @@ from tensordict import TensorDictBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
-from torchrl_lite.trainers.checkpoint import env_state, load_env_state
 from torchrl_lite.trainers.hooks import _MASK, TrainerHookBase, _check_positive, _get
 
 __all__ = ["LogScalar", "LogReward", "CountFramesLog", "Recorder"]
@@ -267,10 +266,10 @@ class Recorder(TrainerHookBase):
             dump(suffix=self.suffix)
 
     def state_dict(self) -> dict:
-        return {"count": self._count, "env": env_state(self.environment)}
+        return {"count": self._count, "env": self.environment.state_dict()}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        load_env_state(self.environment, state_dict["env"])
+        self.environment.load_state_dict(state_dict["env"])
         self._count = int(state_dict["count"])
 
     def register(self, trainer, name: str = "recorder") -> None:

@@ -36,11 +36,7 @@ import numpy as np
 import torch
 
 from torchrl_lite.trainers.checkpoint import (
-    collector_carry,
-    env_state,
     load_checkpoint,
-    load_collector_carry,
-    load_env_state,
     rng_state,
     save_checkpoint,
     set_rng_state,
@@ -68,18 +64,8 @@ DESTINATIONS = {
     "pre_steps_log": "batch -> {name: value, 'log_pbar': bool} or None",
     "post_steps_log": "batch -> {name: value, 'log_pbar': bool} or None",
 }
-_STATE_VERSION = 1
-_STATE_KEYS = (
-    "version",
-    "trainer",
-    "loss_module",
-    "collector",
-    "collector_carry",
-    "env",
-    "hooks",
-    "owners",
-    "rng",
-)
+_STATE_VERSION = 2  # 2: the collector's state holds its env state and carry
+_STATE_KEYS = ("version", "trainer", "loss_module", "collector", "hooks", "owners", "rng")
 
 
 class Trainer:
@@ -374,11 +360,11 @@ class Trainer:
         """Everything a resumed run needs, except what hooks write with ``dumps``.
 
         Holds the loss module (networks, target networks, e.g. SAC's temperature), the
-        collector's state and its env's RNG/internal state, every registered hook (the
-        optimizer among them), the owners of bound-method ops, counters and RNG states.
+        collector's ``state_dict()`` (frame counters, its env's RNG/internal state, the
+        running episode), every registered hook (the optimizer among them), the owners of
+        bound-method ops, counters and RNG states.
         """
         collector_state = getattr(self.collector, "state_dict", None)
-        env = getattr(self.collector, "env", None)
         return {
             "version": _STATE_VERSION,
             "trainer": {
@@ -391,8 +377,6 @@ class Trainer:
             },
             "loss_module": module_state(self.loss_module),
             "collector": collector_state() if callable(collector_state) else None,
-            "collector_carry": collector_carry(self.collector),
-            "env": env_state(env) if env is not None else None,
             "hooks": {
                 name: m.state_dict()
                 for name, m in self._modules.items()
@@ -446,9 +430,6 @@ class Trainer:
             self.loss_module.load_state_dict(state["loss_module"])
         if state["collector"] is not None:
             self.collector.load_state_dict(state["collector"])
-        load_collector_carry(self.collector, state["collector_carry"])
-        if state["env"] is not None:
-            load_env_state(self.collector.env, state["env"])
         for name, hook_state in state["hooks"].items():
             self._modules[name].load_state_dict(hook_state)
         for owner, owner_state in zip(self._owners, state["owners"]):

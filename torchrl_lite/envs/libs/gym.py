@@ -27,6 +27,7 @@ from torchrl_lite.data.tensor_specs import (
     Unbounded,
 )
 from torchrl_lite.envs.common import EnvBase
+from torchrl_lite.envs.libs._gym_state import gym_env_state, load_gym_env_state
 
 __all__ = ["GymEnv", "GymWrapper"]
 
@@ -335,6 +336,35 @@ class GymWrapper(EnvBase):
         return TensorDict._new_unsafe(
             entries, batch_size=self.batch_size, device=self.device, nested=False
         )
+
+    # -- state (checkpoints) -----------------------------------------------------------
+    def state_dict(self) -> dict:
+        """A snapshot of the gymnasium env and of a seed waiting for the next reset.
+
+        The gymnasium env is pickled whole when it can be (classic-control and MuJoCo
+        envs, sync vector envs); otherwise only its ``np_random`` state is saved, with a
+        warning (an open renderer, an async vector env): then a resumed run is not
+        bit-exact.
+
+        Example:
+            >>> import gymnasium as gym
+            >>> env = GymWrapper(gym.make("CartPole-v1"))
+            >>> _ = env.set_seed(0)
+            >>> action = env.rand_action(env.reset())
+            >>> state = env.state_dict()
+            >>> obs = env.step(action.clone())["next", "observation"]
+            >>> env.load_state_dict(state)
+            >>> torch.equal(env.step(action.clone())["next", "observation"], obs)
+            True
+        """
+        return {"kind": "gym", "pending_seed": self._pending_seed, **gym_env_state(self._env)}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what :meth:`state_dict` returned, into an env built the same way."""
+        self._check_state_kind(state_dict, "gym")
+        load_gym_env_state(self._env, state_dict)
+        self._pending_seed = state_dict["pending_seed"]
+        self._last_obs = None
 
     def close(self) -> None:
         if not self.is_closed:

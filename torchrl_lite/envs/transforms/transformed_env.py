@@ -9,6 +9,8 @@ a step does only tensor work.
 
 from __future__ import annotations
 
+import copy
+
 from tensordict import TensorDictBase
 
 from torchrl_lite.envs.common import EnvBase
@@ -86,6 +88,30 @@ class TransformedEnv(EnvBase):
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed the wrapped env; returns what its ``set_seed`` returns."""
         return self.base_env.set_seed(seed, static_seed)
+
+    def state_dict(self) -> dict:
+        """The wrapped env's state and a copy of the transforms' ``state_dict`` (e.g.
+        ``VecNorm``'s running statistics).
+
+        Example:
+            >>> from torchrl_lite.envs import PendulumEnv, StepCounter
+            >>> env = TransformedEnv(PendulumEnv(seed=0), StepCounter())
+            >>> state = env.state_dict()
+            >>> state["kind"], state["base"]["kind"]
+            ('transformed', 'generic')
+            >>> env.load_state_dict(state)
+        """
+        return {
+            "kind": "transformed",
+            "base": self.base_env.state_dict(),
+            "transform": copy.deepcopy(self.transform.state_dict()),  # a snapshot
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what :meth:`state_dict` returned, into an env built the same way."""
+        self._check_state_kind(state_dict, "transformed")
+        self.base_env.load_state_dict(state_dict["base"])
+        self.transform.load_state_dict(state_dict["transform"])
 
     # -- the transform list ----------------------------------------------------------
     @property
