@@ -23,7 +23,6 @@ import functools
 import multiprocessing
 import os
 import pickle
-import signal
 import warnings
 import weakref
 
@@ -31,6 +30,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite._mp import death_message, start_method
 from torchrl_lite.envs import _batched_utils as U
 from torchrl_lite.envs import _batched_worker as W
 from torchrl_lite.envs.common import EnvBase
@@ -369,7 +369,7 @@ class ParallelEnv(_BatchedEnv):
         ):
             raise TypeError(f"ParallelEnv: num_processes must be an int, got {num_processes!r}")
         self.num_sub_threads = num_sub_threads
-        self.mp_start_method = _start_method(mp_start_method)
+        self.mp_start_method = start_method(mp_start_method, "ParallelEnv")
         self._num_processes = num_processes
         super().__init__(num_workers, create_env_fn, create_env_kwargs, device, spec_check)
 
@@ -539,19 +539,8 @@ class ParallelEnv(_BatchedEnv):
         return f"ParallelEnv worker {w} (pid {self._procs[w].pid}, {copies})"
 
     def _death_message(self, w: int, what: str) -> str:
-        proc = self._procs[w]
-        proc.join(timeout=1.0)
-        code = proc.exitcode
-        if code is None:
-            how = "closed its pipe"
-        elif code < 0:
-            how = f"was killed by signal {signal.Signals(-code).name}"
-        else:
-            how = f"exited with code {code}"
-        return (
-            f"{self._where(w)} {how} during {what}. The other workers were shut down; "
-            f"create a new ParallelEnv to continue."
-        )
+        message = death_message(self._procs[w], self._where(w), what)
+        return f"{message} Create a new ParallelEnv to continue."
 
     def _error_message(self, w: int, what: str, error: dict) -> str:
         return (
@@ -625,13 +614,3 @@ class ParallelEnv(_BatchedEnv):
     def load_state_dict(self, state_dict: dict) -> None:
         """Accept what :meth:`state_dict` returned (nothing to restore)."""
         self._check_state_kind(state_dict, "none")
-
-
-def _start_method(method: str | None) -> str:
-    available = multiprocessing.get_all_start_methods()
-    if method is None:
-        cuda_started = torch.cuda.is_available() and torch.cuda.is_initialized()
-        return "fork" if "fork" in available and not cuda_started else "spawn"
-    if method not in available:
-        raise ValueError(f"ParallelEnv: mp_start_method must be one of {available}, got {method!r}")
-    return method
