@@ -12,10 +12,12 @@ import torch
 HERE = Path(__file__).parent
 
 
-def main() -> None:
-    for script in sorted(HERE.glob("bench_*.py")):
-        print(f"== {script.name}", flush=True)
-        subprocess.run([sys.executable, script.name], cwd=HERE, check=True)
+def main(argv: list[str]) -> None:
+    """Run every benchmark, then assemble; ``--assemble`` only assembles the saved results."""
+    if "--assemble" not in argv:
+        for script in sorted(HERE.glob("bench_*.py")):
+            print(f"== {script.name}", flush=True)
+            subprocess.run([sys.executable, script.name], cwd=HERE, check=True)
     header = [
         "# Benchmark results",
         "",
@@ -24,6 +26,7 @@ def main() -> None:
         "",
         f"Machine: {platform.machine()}, {torch.get_num_threads()} torch threads, Python {platform.python_version()}, torch {torch.__version__}.",
         "",
+        "",
     ]
     parts = [p.read_text() for p in sorted((HERE / "results").glob("*.md"))]
     (HERE / "RESULTS.md").write_text("\n".join(header) + "\n".join(parts))
@@ -31,4 +34,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
