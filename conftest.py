@@ -3,6 +3,7 @@ optional-dependency skips, names every doctest may use."""
 
 import importlib.util
 import os
+import signal
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
@@ -43,6 +44,15 @@ def _doctest_names(doctest_namespace):
     from tensordict import TensorDict
 
     doctest_namespace.update(torch=torch, nn=torch.nn, TensorDict=TensorDict)
+
+
+@pytest.fixture
+def sigint_raises():
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt during the test, even when the test run was
+    started with SIGINT ignored (as a background job of a non-interactive shell is)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 collect_ignore = ["torchrl_lite/__main__.py", "benchmarks"]

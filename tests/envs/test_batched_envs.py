@@ -443,7 +443,7 @@ def test_parallel_env_fault_worker_killed_during_step(no_leftover_workers):
     _assert_all_stopped(env)
 
 
-def test_parallel_env_fault_interrupted_step_keeps_env_usable(no_leftover_workers):
+def test_parallel_env_fault_interrupted_step_keeps_env_usable(no_leftover_workers, sigint_raises):
     env = ParallelEnv(2, CountingEnv, create_env_kwargs={"sleep": 0.5, "limit": 100})
     td = env.rand_action(env.reset())
     interrupter = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))

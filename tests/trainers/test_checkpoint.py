@@ -119,7 +119,7 @@ def test_checkpoint_interrupted_save_keeps_previous(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
 
 
-def test_checkpoint_sigint_deferred_during_swap():
+def test_checkpoint_sigint_deferred_during_swap(sigint_raises):
     with pytest.raises(KeyboardInterrupt):
         with _sigint_deferred():
             os.kill(os.getpid(), signal.SIGINT)

@@ -4,7 +4,8 @@ Each recipe module has a frozen ``Config`` dataclass (defaults that learn), buil
 (``make_train_env``, ``make_eval_env``, networks, loss) and ``make_trainer(cfg, logger,
 checkpoint, progress_bar) -> (trainer, policy)``, plus ``ALGO``, ``ACTIONS`` (the action
 space it needs), ``TARGETS`` (returns the learning benchmark aims at) and
-``ENV_DEFAULTS`` (settings per env family).
+``ENV_DEFAULTS`` (settings per env family: ``"mujoco"``, ``"dm_control"``, see
+:func:`~torchrl_lite.recipes.common.env_family`).
 
 Example:
     >>> recipe = get_recipe("ppo")
@@ -46,9 +47,11 @@ def get_recipe(name: str):
 
 def config_for(recipe, env: str | None = None, **changes):
     """The recipe's ``Config`` for ``env`` (with its env-family defaults) and ``changes``."""
+    from torchrl_lite.recipes.common import env_family
+
     cfg = recipe.Config()
     env = env or cfg.env
-    for prefix, defaults in getattr(recipe, "ENV_DEFAULTS", {}).items():
-        if env.startswith(prefix):
-            cfg = dataclasses.replace(cfg, **defaults)
+    defaults = getattr(recipe, "ENV_DEFAULTS", {}).get(env_family(env))
+    if defaults:
+        cfg = dataclasses.replace(cfg, **defaults)
     return dataclasses.replace(cfg, env=env, **changes)

@@ -33,7 +33,9 @@ from torchrl_lite.trainers import ComputeAdvantage, Trainer
 ALGO = "a2c"
 ACTIONS = "continuous"
 TARGETS = {"Pendulum-v1": -200.0}
-ENV_DEFAULTS: dict = {}
+# physics tasks: rewards of order 1 per step and long horizons
+_LOCOMOTION = dict(frames=1_000_000, reward_scale=1.0, gamma=0.99, lmbda=0.95)
+ENV_DEFAULTS = {"mujoco": _LOCOMOTION, "dm_control": _LOCOMOTION}
 
 
 @dataclass(frozen=True)

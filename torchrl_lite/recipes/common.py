@@ -31,6 +31,7 @@ from torchrl_lite.trainers.hooks import TrainerHookBase
 __all__ = [
     "EpisodeReturns",
     "action_kind",
+    "env_family",
     "apply_overrides",
     "make_env",
     "mlp",
@@ -43,7 +44,7 @@ DM_CONTROL_PREFIX = "dm_control/"
 def make_env(env_id: str, num_envs: int = 0, seed: int | None = None, **kwargs) -> EnvBase:
     """A recipe env: gymnasium (vectorized when ``num_envs``) or dm_control, with RewardSum.
 
-    dm_control envs get their dict observation concatenated into one float32
+    float64 observations (MuJoCo) are cast to float32; dm_control envs get their dict observation concatenated into one float32
     ``"observation"``; ``num_envs`` copies of them run in a ``SerialEnv``.
     """
     if env_id.startswith(DM_CONTROL_PREFIX):
@@ -62,10 +63,39 @@ def make_env(env_id: str, num_envs: int = 0, seed: int | None = None, **kwargs) 
         env = SerialEnv(num_envs, one) if num_envs else one()
         env = TransformedEnv(env, RewardSum())
     else:
-        env = TransformedEnv(GymEnv(env_id, num_envs=num_envs, **kwargs), RewardSum())
+        base = GymEnv(env_id, num_envs=num_envs, **kwargs)
+        doubles = any(
+            spec.dtype == torch.float64 for spec in base.observation_spec.values(True, True)
+        )  # gymnasium's MuJoCo envs observe float64: the networks are float32
+        env = TransformedEnv(
+            base, Compose(DoubleToFloat(), RewardSum()) if doubles else RewardSum()
+        )
     if seed is not None:
         env.set_seed(seed)
     return env
+
+
+def env_family(env_id: str) -> str:
+    """``"dm_control"``, ``"mujoco"`` (gymnasium's MuJoCo envs) or ``"classic"`` (the rest).
+
+    Recipes key their ``ENV_DEFAULTS`` by family: the physics tasks want bigger networks,
+    slower targets and longer budgets than classic control.
+
+    Example:
+        >>> env_family("HalfCheetah-v5"), env_family("dm_control/cartpole-swingup")
+        ('mujoco', 'dm_control')
+        >>> env_family("Pendulum-v1")
+        'classic'
+    """
+    if env_id.startswith(DM_CONTROL_PREFIX):
+        return "dm_control"
+    import gymnasium
+
+    spec = gymnasium.envs.registry.get(env_id)
+    entry = getattr(spec, "entry_point", "") if spec is not None else ""
+    if isinstance(entry, str) and ".mujoco" in entry:
+        return "mujoco"
+    return "classic"
 
 
 def whole_batches(frames: int, frames_per_batch: int) -> int:

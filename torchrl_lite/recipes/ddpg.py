@@ -32,7 +32,16 @@ from torchrl_lite.trainers import ReplayBufferTrainer, Trainer
 ALGO = "ddpg"
 ACTIONS = "continuous"
 TARGETS = {"Pendulum-v1": -200.0}
-ENV_DEFAULTS: dict = {}
+# physics tasks (gymnasium MuJoCo, dm_control): the paper's settings, 1M frames
+_LOCOMOTION = dict(
+    frames=1_000_000,
+    init_random_frames=25_000,
+    buffer_size=1_000_000,
+    lr=3e-4,
+    tau=0.005,
+    hidden=256,
+)
+ENV_DEFAULTS = {"mujoco": _LOCOMOTION, "dm_control": _LOCOMOTION}
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,14 @@ ALGO = "ppo"
 ACTIONS = "continuous"
 TARGETS = {"Pendulum-v1": -200.0, "dm_control/cartpole-swingup": 700.0}
 ENV_DEFAULTS = {
-    "dm_control/": dict(
+    "dm_control": dict(
         gamma=0.99, frames=1_000_000, num_envs=8, frames_per_batch=8000, lr=3e-4,
         mini_batch_size=256, entropy_coef=0.0,
+    ),
+    # the PPO paper's MuJoCo settings (one env, 2048 steps, 10 epochs of 64-frame batches)
+    "mujoco": dict(
+        gamma=0.99, frames=1_000_000, num_envs=1, frames_per_batch=2048, lr=3e-4,
+        mini_batch_size=64, entropy_coef=0.0,
     ),
 }  # fmt: skip
 

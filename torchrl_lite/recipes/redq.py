@@ -25,7 +25,18 @@ from torchrl_lite.trainers import ReplayBufferTrainer, Trainer
 ALGO = "redq"
 ACTIONS = "continuous"
 TARGETS = {"Pendulum-v1": -200.0}
-ENV_DEFAULTS: dict = {}
+# physics tasks (gymnasium MuJoCo, dm_control): the paper's settings (UTD 20), 300k frames
+_LOCOMOTION = dict(
+    frames=300_000,
+    init_random_frames=5_000,
+    buffer_size=1_000_000,
+    lr=3e-4,
+    tau=0.005,
+    hidden=256,
+    utd_ratio=20.0,
+    batch_size=256,
+)
+ENV_DEFAULTS = {"mujoco": _LOCOMOTION, "dm_control": _LOCOMOTION}
 
 
 @dataclass(frozen=True)

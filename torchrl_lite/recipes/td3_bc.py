@@ -40,7 +40,7 @@ ALGO = "td3_bc"
 ACTIONS = "continuous"
 OFFLINE = True
 TARGETS: dict = {}
-ENV_DEFAULTS = {"dm_control/": dict(eval_steps=1000)}
+ENV_DEFAULTS = {"mujoco": dict(eval_steps=1000), "dm_control": dict(eval_steps=1000)}
 
 
 @dataclass(frozen=True)
