@@ -306,6 +306,23 @@ def test_catframes_in_env_hand_computed():
     check_env_specs(env)
 
 
+@pytest.mark.parametrize("make", [lambda: CatFrames(3, -1, in_keys=["observation"]),
+                                  lambda: TimeMaxPool(in_keys=["observation"], T=3)])  # fmt: skip
+def test_frame_transforms_running_state_round_trips_through_state_dict(make):
+    env = TransformedEnv(GymEnv("CartPole-v1"), make())
+    env.set_seed(0)
+    td = env.reset()
+    for _ in range(4):  # the stacks/windows now hold 4 steps of history
+        td = env.step(env.rand_action(td))["next"].select("observation")
+    restored = make()
+    restored.load_state_dict(env.transform[0].state_dict())
+    frame = td.clone().set("observation", torch.ones(4))
+    expected = env.transform[0]._step(td.clone(), frame.clone())["observation"]
+    torch.testing.assert_close(restored._step(td.clone(), frame.clone())["observation"], expected)
+    with pytest.raises(RuntimeError, match="must be reset before it steps"):
+        make()._step(td.clone(), frame.clone())  # without the state: no history to extend
+
+
 def test_catframes_constant_padding_and_spec():
     env = TransformedEnv(
         CountingEnv(max_count=3),

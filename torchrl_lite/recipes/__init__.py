@@ -54,4 +54,6 @@ def config_for(recipe, env: str | None = None, **changes):
     defaults = getattr(recipe, "ENV_DEFAULTS", {}).get(env_family(env))
     if defaults:
         cfg = dataclasses.replace(cfg, **defaults)
+    if changes.get("pixels"):  # pixel observations: the recipe's settings for them
+        cfg = dataclasses.replace(cfg, **getattr(recipe, "PIXEL_DEFAULTS", {}))
     return dataclasses.replace(cfg, env=env, **changes)

@@ -2,13 +2,16 @@
 
 Env ids are gymnasium ids (``"Pendulum-v1"``) or ``"dm_control/DOMAIN-TASK"``
 (``"dm_control/cartpole-swingup"``). Every recipe env carries a ``RewardSum`` transform,
-so finished episodes report their return in ``("next", "episode_reward")``.
+so finished episodes report their return in ``("next", "episode_reward")``. With
+``pixels=True`` the env observes its rendered frames instead of its state: the last
+``PIXEL_FRAMES`` grayscale ``PIXEL_SIZE``-square frames, stacked in ``"pixels_stack"``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
 import math
 from collections.abc import Callable
 
@@ -18,35 +21,63 @@ from torch import nn
 from torchrl_lite import _keys as K
 from torchrl_lite.data import Bounded, Categorical, OneHot, TensorSpec
 from torchrl_lite.envs import (
+    CatFrames,
     CatTensors,
     Compose,
     DoubleToFloat,
     EnvBase,
+    ExcludeTransform,
+    GrayScale,
     GymEnv,
+    Resize,
     RewardSum,
+    ToTensorImage,
     TransformedEnv,
 )
+from torchrl_lite.modules import ConvNet
 from torchrl_lite.trainers.hooks import TrainerHookBase
 
 __all__ = [
+    "PIXELS_STACK",
     "EpisodeReturns",
+    "PixelEncoder",
     "action_kind",
     "env_family",
     "apply_overrides",
     "make_env",
     "mlp",
+    "observation_network",
+    "pixel_transforms",
     "whole_batches",
 ]
 
 DM_CONTROL_PREFIX = "dm_control/"
+PIXELS_STACK = "pixels_stack"
+"""The preprocessed frame stack the pixel networks read (the raw ``"pixels"`` stay free
+for ``eval --video``)."""
+PIXEL_SIZE = 64
+"""Side of the square frames: PlaNet/Dreamer's size, (84/64)^2 = 1.7x cheaper than 84."""
+PIXEL_FRAMES = 4
+"""Frames per stack, so that velocities are observable (Nature DQN's 4)."""
 
 
-def make_env(env_id: str, num_envs: int = 0, seed: int | None = None, **kwargs) -> EnvBase:
+def make_env(
+    env_id: str, num_envs: int = 0, seed: int | None = None, pixels: bool = False, **kwargs
+) -> EnvBase:
     """A recipe env: gymnasium (vectorized when ``num_envs``) or dm_control, with RewardSum.
 
-    float64 observations (MuJoCo) are cast to float32; dm_control envs get their dict observation concatenated into one float32
-    ``"observation"``; ``num_envs`` copies of them run in a ``SerialEnv``.
+    float64 observations (MuJoCo) are cast to float32; dm_control envs get their dict
+    observation concatenated into one float32 ``"observation"``; ``num_envs`` copies of
+    them run in a ``SerialEnv``. With ``pixels`` the env renders and observes
+    ``"pixels_stack"`` (see :func:`pixel_transforms`) instead of its state;
+    ``from_pixels=True`` in ``kwargs`` (what ``eval --video`` passes) keeps the raw
+    ``"pixels"`` frames too.
     """
+    keep_raw = False
+    if pixels:
+        keep_raw = kwargs.pop("from_pixels", False)
+        kwargs = {"pixels_only": True, **kwargs, "from_pixels": True}
+    transforms: list = []
     if env_id.startswith(DM_CONTROL_PREFIX):
         from torchrl_lite.envs import SerialEnv
         from torchrl_lite.envs.libs.dm_control import DMControlEnv
@@ -55,24 +86,52 @@ def make_env(env_id: str, num_envs: int = 0, seed: int | None = None, **kwargs) 
 
         def one():
             base = DMControlEnv(domain, task, **kwargs)
-            keys = list(base.observation_spec.keys())
+            keys = [k for k in base.observation_spec.keys() if k != K.PIXELS]
+            if not keys:  # pixels only; float64 actions still cast
+                return TransformedEnv(base, DoubleToFloat())
             return TransformedEnv(
                 base, Compose(DoubleToFloat(), CatTensors(in_keys=keys, out_key=K.OBSERVATION))
             )
 
         env = SerialEnv(num_envs, one) if num_envs else one()
-        env = TransformedEnv(env, RewardSum())
     else:
-        base = GymEnv(env_id, num_envs=num_envs, **kwargs)
-        doubles = any(
-            spec.dtype == torch.float64 for spec in base.observation_spec.values(True, True)
-        )  # gymnasium's MuJoCo envs observe float64: the networks are float32
-        env = TransformedEnv(
-            base, Compose(DoubleToFloat(), RewardSum()) if doubles else RewardSum()
-        )
+        env = GymEnv(env_id, num_envs=num_envs, **kwargs)
+        if any(spec.dtype == torch.float64 for spec in env.observation_spec.values(True, True)):
+            transforms.append(DoubleToFloat())  # gymnasium's MuJoCo envs: the nets are float32
+    if pixels:
+        transforms.append(pixel_transforms(keep_raw))
+    transforms.append(RewardSum())
+    env = TransformedEnv(env, transforms[0] if len(transforms) == 1 else Compose(*transforms))
     if seed is not None:
         env.set_seed(seed)
     return env
+
+
+def pixel_transforms(keep_raw: bool = False) -> Compose:
+    """Raw uint8 ``"pixels"`` ``[*B, H, W, 3]`` to a uint8 ``"pixels_stack"`` ``[*B, 4, 64, 64]``.
+
+    Grayscale (colour carries no state in these scenes), an area-averaging resize (a
+    bilinear one without antialiasing samples 4 of the ~60 source pixels per output pixel,
+    aliasing thin shapes like CartPole's pole) and the last ``PIXEL_FRAMES`` frames. The
+    stack stays uint8 (a quarter of float32's memory in a replay buffer); the networks
+    scale it to ``[0, 1]`` (see :class:`PixelEncoder`).
+
+    Args:
+        keep_raw: keep the raw ``"pixels"`` (for videos); otherwise they are dropped.
+    """
+    steps = [
+        ToTensorImage(
+            from_int=False, dtype=torch.uint8, in_keys=[K.PIXELS], out_keys=[PIXELS_STACK]
+        ),  # [*B, 3, H, W]
+        GrayScale(in_keys=[PIXELS_STACK]),  # [*B, 1, H, W]
+        Resize(
+            PIXEL_SIZE, PIXEL_SIZE, interpolation="area", in_keys=[PIXELS_STACK]
+        ),  # [*B, 1, 64, 64]
+        CatFrames(N=PIXEL_FRAMES, dim=-3, in_keys=[PIXELS_STACK]),  # [*B, 4, 64, 64]
+    ]
+    if not keep_raw:
+        steps.append(ExcludeTransform(K.PIXELS))
+    return Compose(*steps)
 
 
 def env_family(env_id: str) -> str:
@@ -133,11 +192,50 @@ def mlp(in_features: int, out_features: int, hidden: int, depth: int, act=nn.Tan
     return nn.Sequential(*layers)
 
 
+class PixelEncoder(nn.Module):
+    """uint8 frame stacks ``[*B, C, H, W]`` to features ``[*B, F]``: scaled to ``[0, 1]``,
+    then the Nature-DQN convolutions (32-64-64 channels, kernels 8-4-3, strides 4-2-1)."""
+
+    def __init__(self, in_channels: int):
+        super().__init__()
+        self.conv = ConvNet(
+            in_features=in_channels,
+            num_cells=[32, 64, 64],
+            kernel_sizes=[8, 4, 3],
+            strides=[4, 2, 1],
+            activation_class=nn.ReLU,
+        )
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.conv(pixels.float() / 255)
+
+
+def observation_network(
+    env: EnvBase,
+    out_features: int,
+    hidden: int,
+    depth: int,
+    act=nn.Tanh,
+    pixels: bool = False,
+) -> tuple[nn.Module, str]:
+    """``(net, in_key)``: an :func:`mlp` reading ``"observation"`` or, with ``pixels``, a
+    :class:`PixelEncoder` reading ``"pixels_stack"`` followed by that MLP."""
+    if not pixels:
+        obs_dim = env.observation_spec[K.OBSERVATION].shape[-1]
+        return mlp(obs_dim, out_features, hidden, depth, act), K.OBSERVATION
+    shape = env.observation_spec[PIXELS_STACK].shape[-3:]  # [C, H, W]
+    encoder = PixelEncoder(shape[0])
+    with torch.no_grad():
+        features = encoder(torch.zeros(1, *shape, dtype=torch.uint8)).shape[-1]
+    return nn.Sequential(encoder, mlp(features, out_features, hidden, depth, act)), PIXELS_STACK
+
+
 def apply_overrides(config, overrides: dict[str, str]):
     """A copy of a frozen config dataclass with ``key=value`` strings applied.
 
     Values are parsed by the field's type; an unknown key raises ValueError naming the
-    closest field.
+    closest field. Turning ``pixels`` on also applies the recipe module's
+    ``PIXEL_DEFAULTS`` (the other overrides still win).
     """
     fields = {f.name: f for f in dataclasses.fields(config)}
     changes = {}
@@ -150,6 +248,9 @@ def apply_overrides(config, overrides: dict[str, str]):
                 f"Options: {', '.join(sorted(fields))}."
             )
         changes[key] = _parse(text, type(getattr(config, key)), key)
+    if changes.get("pixels") and not getattr(config, "pixels", False):
+        recipe = importlib.import_module(type(config).__module__)
+        changes = {**getattr(recipe, "PIXEL_DEFAULTS", {}), **changes}
     return dataclasses.replace(config, **changes)
 
 

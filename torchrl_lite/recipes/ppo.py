@@ -2,7 +2,9 @@
 
 Paper: Schulman et al. 2017, https://arxiv.org/abs/1707.06347. The defaults solve
 Pendulum-v1 (mean return >= -200) in about 40k frames; ``dm_control/...`` envs get the
-longer-horizon settings of ``ENV_DEFAULTS``.
+longer-horizon settings of ``ENV_DEFAULTS``. ``pixels=true`` learns from rendered frames
+(actor and critic each with their own ConvNet encoder) with ``PIXEL_DEFAULTS``: a
+starting point that trains without errors, not settings seen to solve any env.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ from torchrl_lite.collectors import SyncDataCollector
 from torchrl_lite.modules import ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.objectives import ClipPPOLoss
 from torchrl_lite.objectives.value import GAE
-from torchrl_lite.recipes.common import check_action_kind, make_env, mlp, whole_batches
+from torchrl_lite.recipes.common import (
+    check_action_kind,
+    make_env,
+    observation_network,
+    whole_batches,
+)
 from torchrl_lite.trainers import ShuffledMiniBatches, Trainer
 
 ALGO = "ppo"
@@ -34,6 +41,10 @@ ENV_DEFAULTS = {
         mini_batch_size=64, entropy_coef=0.0,
     ),
 }  # fmt: skip
+# applied when an override turns `pixels` on (not `frames`/`seed`: --frames/--seed win).
+# Atari PPO's step size (the convolutions want a smaller one than Pendulum's 1e-3); the
+# rollouts are uint8 stacks (2048 x 32 KiB = 64 MiB), so the batch sizes stay
+PIXEL_DEFAULTS = dict(lr=3e-4)
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,8 @@ class Config:
     """Gradient-norm clip."""
     hidden: int = 64
     """Units per hidden layer (two layers, tanh)."""
+    pixels: bool = False
+    """Learn from rendered images instead of the state (4 stacked 64x64 grayscale frames)."""
 
 
 class StateIndependentScale(nn.Module):
@@ -86,29 +99,31 @@ class StateIndependentScale(nn.Module):
 
 
 def make_train_env(cfg: Config):
-    env = make_env(cfg.env, num_envs=cfg.num_envs, seed=cfg.seed)
+    env = make_env(cfg.env, num_envs=cfg.num_envs, seed=cfg.seed, pixels=cfg.pixels)
     check_action_kind(env, ACTIONS, "PPO")
     return env
 
 
 def make_eval_env(cfg: Config, **kwargs):
-    return make_env(cfg.env, seed=cfg.seed + 10_000, **kwargs)
+    return make_env(cfg.env, seed=cfg.seed + 10_000, pixels=cfg.pixels, **kwargs)
 
 
 def make_actor_critic(cfg: Config, env):
-    obs_dim = env.observation_spec["observation"].shape[-1]
+    """Actor and critic, each with its own network (and encoder, with ``pixels``)."""
     spec = env.action_spec
     act_dim = spec.shape[-1]
     low, high = spec.low.reshape(-1, act_dim)[0], spec.high.reshape(-1, act_dim)[0]
-    net = nn.Sequential(mlp(obs_dim, act_dim, cfg.hidden, 2), StateIndependentScale(act_dim))
+    body, key = observation_network(env, act_dim, cfg.hidden, 2, pixels=cfg.pixels)
+    net = nn.Sequential(body, StateIndependentScale(act_dim))
     actor = ProbabilisticActor(
-        TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"]),
+        TensorDictModule(net, in_keys=[key], out_keys=["loc", "scale"]),
         in_keys=["loc", "scale"],
         distribution_class=TanhNormal,
         distribution_kwargs={"low": low, "high": high},
         return_log_prob=True,
     )
-    critic = ValueOperator(mlp(obs_dim, 1, cfg.hidden, 2), in_keys=["observation"])
+    value_net, key = observation_network(env, 1, cfg.hidden, 2, pixels=cfg.pixels)
+    critic = ValueOperator(value_net, in_keys=[key])
     return actor, critic
 
 

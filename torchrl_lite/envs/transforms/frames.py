@@ -142,6 +142,13 @@ class CatFrames(Transform):
             next_tensordict.set(out_key, stack)
         return next_tensordict
 
+    def get_extra_state(self) -> dict:
+        """The running frame stacks: a checkpointed env continues with the same stacks."""
+        return {key: stack.clone() for key, stack in self._stacks.items()}
+
+    def set_extra_state(self, state: dict) -> None:
+        self._stacks = {key: stack.clone() for key, stack in state.items()}
+
     # -- on a stored batch ---------------------------------------------------------------
     def forward(self, tensordict):
         if tensordict.batch_dims < 1:
@@ -256,6 +263,13 @@ class TimeMaxPool(Transform):
             self._windows[out_key] = window
             next_tensordict.set(out_key, window.amax(0))
         return next_tensordict
+
+    def get_extra_state(self) -> dict:
+        """The running windows: a checkpointed env continues with the same windows."""
+        return {key: window.clone() for key, window in self._windows.items()}
+
+    def set_extra_state(self, state: dict) -> None:
+        self._windows = {key: window.clone() for key, window in state.items()}
 
     def forward(self, tensordict):
         if tensordict.batch_dims < 1:

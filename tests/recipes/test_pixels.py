@@ -1,0 +1,168 @@
+"""Pixel recipes: the frame-stack env, against hand-preprocessed gymnasium renders, and
+PPO/DQN training, checkpoints and eval (with a video) from pixels."""
+
+import json
+
+import gymnasium
+import pytest
+import torch
+import torch.nn.functional as F
+
+from torchrl_lite.cli import main
+from torchrl_lite.envs import check_env_specs
+from torchrl_lite.recipes import config_for, get_recipe
+from torchrl_lite.recipes.common import (
+    PIXEL_FRAMES,
+    PIXEL_SIZE,
+    PIXELS_STACK,
+    apply_overrides,
+    make_env,
+)
+
+STACK_SHAPE = (PIXEL_FRAMES, PIXEL_SIZE, PIXEL_SIZE)  # [4, 64, 64]
+TINY = {"frames_per_batch": "32", "hidden": "16", "num_envs": "2"}
+TINY_ALGO = {
+    "ppo": {"mini_batch_size": "16", "epochs": "1"},
+    "dqn": {"init_random_frames": "32", "batch_size": "8", "optim_steps_per_batch": "2"},
+}
+
+
+def _reference_frame(rgb) -> torch.Tensor:
+    """A gymnasium render [H, W, 3] uint8 -> [1, 64, 64] uint8, with torch directly."""
+    x = torch.from_numpy(rgb).permute(2, 0, 1).float()  # [3, H, W]
+    gray = (x * torch.tensor([0.2989, 0.587, 0.114]).reshape(3, 1, 1)).sum(0, keepdim=True)
+    gray = gray.round()  # [1, H, W]
+    small = F.interpolate(gray[None], size=(PIXEL_SIZE, PIXEL_SIZE), mode="area")[0]
+    return small.round().to(torch.uint8)  # [1, 64, 64]
+
+
+@pytest.mark.parametrize("num_envs", [0, 2])
+def test_pixel_env_observes_a_uint8_frame_stack(num_envs):
+    env = make_env("CartPole-v1", num_envs=num_envs, seed=0, pixels=True)
+    spec = env.observation_spec[PIXELS_STACK]
+    batch = (num_envs,) if num_envs else ()
+    assert spec.shape == (*batch, *STACK_SHAPE) and spec.dtype == torch.uint8
+    assert "observation" not in env.observation_spec and "pixels" not in env.observation_spec
+    check_env_specs(env)
+    rollout = env.rollout(5)
+    assert rollout[PIXELS_STACK].shape == (*batch, 5, *STACK_SHAPE)
+    env.close()
+
+
+def test_pixel_stack_matches_hand_preprocessed_gymnasium_renders():
+    actions = [0, 1, 1, 0, 1, 0, 0, 1]
+    raw = gymnasium.make("CartPole-v1", render_mode="rgb_array")
+    raw.reset(seed=0)
+    frames = [_reference_frame(raw.render())]
+    for a in actions:
+        raw.step(a)
+        frames.append(_reference_frame(raw.render()))
+    raw.close()
+
+    env = make_env("CartPole-v1", seed=0, pixels=True)
+    steps = iter(actions)
+    policy = lambda td: td.set("action", F.one_hot(torch.tensor(next(steps)), 2))  # noqa: E731
+    rollout = env.rollout(len(actions), policy, break_when_any_done=False)
+    env.close()
+    padded = [frames[0]] * (PIXEL_FRAMES - 1) + frames  # the first frame repeats at reset
+    for t in range(len(actions) + 1):
+        expected = torch.cat(padded[t : t + PIXEL_FRAMES]).int()  # [4, 64, 64], oldest first
+        got = rollout[PIXELS_STACK][t] if t < len(actions) else rollout["next", PIXELS_STACK][-1]
+        assert (got.int() - expected).abs().max() <= 1, t  # two uint8 roundings apart
+    assert (rollout["next", PIXELS_STACK][:-1] == rollout[PIXELS_STACK][1:]).all()
+
+
+def test_pixels_override_brings_the_pixel_defaults_and_explicit_values_win():
+    recipe = get_recipe("dqn")
+    cfg = apply_overrides(config_for(recipe, "CartPole-v1", frames=500), {"pixels": "true"})
+    assert cfg.pixels and cfg.frames == 500
+    assert {k: getattr(cfg, k) for k in recipe.PIXEL_DEFAULTS} == recipe.PIXEL_DEFAULTS
+    cfg = apply_overrides(config_for(recipe), {"pixels": "true", "batch_size": "64"})
+    assert cfg.batch_size == 64 and cfg.buffer_size == recipe.PIXEL_DEFAULTS["buffer_size"]
+    assert apply_overrides(config_for(recipe), {"batch_size": "64"}).buffer_size == 100_000
+
+
+def _train_tiny(algo, env_id):
+    recipe = get_recipe(algo)
+    cfg = apply_overrides(
+        config_for(recipe, env_id, frames=64), {"pixels": "true", **TINY, **TINY_ALGO[algo]}
+    )
+    if algo == "dqn":
+        cfg = apply_overrides(cfg, {"buffer_size": "256"})
+    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
+    losses = []
+    trainer.loss_module.register_forward_hook(lambda module, args, out: losses.append(out))
+    trainer.train()
+    assert trainer.collected_frames == 64 and losses
+    for out in losses:
+        for key, value in out.items():
+            if key.startswith("loss"):
+                assert value.isfinite().all(), key
+    assert all(p.isfinite().all() for p in trainer.loss_module.parameters())
+    return trainer, policy
+
+
+@pytest.mark.parametrize(("algo", "env_id"), [("ppo", "Pendulum-v1"), ("dqn", "CartPole-v1")])
+def test_recipe_trains_a_few_batches_from_pixels(algo, env_id):
+    trainer, policy = _train_tiny(algo, env_id)
+    assert PIXELS_STACK in policy.in_keys and "observation" not in policy.in_keys
+
+
+def test_ppo_pixel_actor_and_critic_have_their_own_encoders():
+    recipe = get_recipe("ppo")
+    cfg = apply_overrides(config_for(recipe), {"pixels": "true", "num_envs": "0"})
+    env = recipe.make_train_env(cfg)
+    actor, critic = recipe.make_actor_critic(cfg, env)
+    actor_ids = {id(p) for p in actor.parameters()}
+    assert actor_ids.isdisjoint(id(p) for p in critic.parameters())
+    loss = recipe.make_loss(cfg, actor, critic)
+    params = list(loss.parameters())
+    assert len(params) == len({id(p) for p in params})  # each parameter once in the optimizer
+    env.close()
+
+
+@pytest.mark.dm_control
+def test_ppo_trains_a_few_batches_from_dm_control_pixels():
+    pytest.importorskip("dm_control")
+    _train_tiny("ppo", "dm_control/cartpole-swingup")
+
+
+def test_pixel_trainer_checkpoint_round_trip(tmp_path):
+    trainer, policy = _train_tiny("dqn", "CartPole-v1")
+    trainer.save(tmp_path / "checkpoint")
+    recipe = get_recipe("dqn")
+    cfg = apply_overrides(
+        config_for(recipe, "CartPole-v1", frames=64),
+        {"pixels": "true", **TINY, **TINY_ALGO["dqn"], "buffer_size": "256", "seed": "1"},
+    )
+    fresh, fresh_policy = recipe.make_trainer(cfg, progress_bar=False)
+    fresh.load(tmp_path / "checkpoint")
+    assert fresh.collected_frames == trainer.collected_frames
+    saved, loaded = trainer.loss_module.state_dict(), fresh.loss_module.state_dict()
+    assert saved.keys() == loaded.keys()
+    assert all(torch.equal(saved[k], loaded[k]) for k in saved)
+
+
+def _cli_pixel_run(out) -> None:
+    tiny = [f"{k}={v}" for k, v in {**TINY, **TINY_ALGO["dqn"], "buffer_size": "256"}.items()]
+    args = ["train", "dqn", "--env", "CartPole-v1", "--frames", "64", "--out", str(out)]
+    assert main([*args, "--quiet", "--logger", "none", "pixels=true", *tiny]) == 0
+
+
+def test_cli_pixel_run_trains_and_evaluates_with_a_video(tmp_path, capsys):
+    out = tmp_path / "dqn"
+    _cli_pixel_run(out)
+    saved = json.loads((out / "config.json").read_text())["config"]
+    assert saved["pixels"] is True and saved["lr"] == get_recipe("dqn").PIXEL_DEFAULTS["lr"]
+    capsys.readouterr()
+    video = tmp_path / "eval.mp4"
+    assert main(["eval", str(out), "--episodes", "1", "--video", str(video)]) == 0
+    assert "over 1 episodes" in capsys.readouterr().out
+    assert video.stat().st_size > 0
+
+
+def test_cli_pixel_run_resumes(tmp_path):
+    out = tmp_path / "dqn"
+    _cli_pixel_run(out)
+    assert main(["train", "--resume", str(out), "frames=128", "--quiet", "--logger", "none"]) == 0
+    assert json.loads((out / "summary.json").read_text())["frames"] == 128
