@@ -48,9 +48,9 @@ from torchrl_lite._mp import (
     stop_processes,
 )
 from torchrl_lite.collectors._args import check_int, check_policy
+from torchrl_lite.collectors._base import DataCollectorBase
 from torchrl_lite.collectors._policy import copy_weights, policy_weights
 from torchrl_lite.collectors._worker import _worker_main
-from torchrl_lite.collectors.collectors import DataCollectorBase
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.utils import ExplorationType
 
