@@ -79,7 +79,7 @@ class DataCollectorBase:
 
     # -- what a collector implements -------------------------------------------------
     def _collect_batch(self, random: bool) -> TensorDictBase:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement _collect_batch")
 
     # -- iteration -------------------------------------------------------------------
     def _check_open(self) -> None:

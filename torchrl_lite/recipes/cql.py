@@ -24,12 +24,14 @@ from torch import nn
 
 from torchrl_lite.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.objectives import CQLLoss, SoftUpdate
-from torchrl_lite.recipes.common import check_action_kind, make_env
+from torchrl_lite.recipes.common import check_action_kind
 from torchrl_lite.recipes.offline import (
-    EvaluationReturns,
     OfflineBatches,
+    OfflineConfig,
     check_dataset_fits,
     load_dataset,
+    make_eval_env,
+    make_evaluation,  # noqa: F401 (part of the recipe: the CLI calls it)
 )
 from torchrl_lite.trainers import Trainer
 
@@ -41,27 +43,9 @@ ENV_DEFAULTS = {"mujoco": dict(eval_steps=1000), "dm_control": dict(eval_steps=1
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(OfflineConfig):
     """CQL settings; the defaults are for Pendulum-v1."""
 
-    env: str = "Pendulum-v1"
-    """The env the dataset came from: networks are shaped on it and evaluated in it."""
-    dataset: str = ""
-    """Path of the D4RL-layout ``.hdf5`` file to learn from."""
-    frames: int = 20_000
-    """Gradient steps (offline, the trainer counts one frame per step)."""
-    seed: int = 0
-    """Seeds torch and the evaluation env."""
-    target: float | None = None
-    """Stop once the evaluation return reaches this (None: the recipe's, if any)."""
-    batch_size: int = 256
-    """Transitions per gradient step."""
-    lr: float = 3e-4
-    """Adam learning rate (actor, Q-networks and SAC's temperature)."""
-    gamma: float = 0.99
-    """Discount."""
-    tau: float = 0.005
-    """Soft target-update rate of the Q-networks."""
     min_q_weight: float = 10.0
     """Weight of the conservative penalty (soft-max of Q over actions minus Q of the data);
     Pendulum's returns are in the hundreds, so it is larger than the paper's 5."""
@@ -70,24 +54,6 @@ class Config:
     paper's 10 costs 2.5x the time per step on a CPU)."""
     hidden: int = 64
     """Units per hidden layer (two layers, ReLU)."""
-    eval_interval: int = 1_000
-    """Gradient steps between two evaluations."""
-    eval_episodes: int = 10
-    """Episodes per evaluation (run side by side)."""
-    eval_steps: int = 200
-    """Steps of each evaluation episode (Pendulum-v1's episode length)."""
-
-
-def make_eval_env(cfg: Config, **kwargs):
-    return make_env(cfg.env, seed=cfg.seed + 10_000, **kwargs)
-
-
-def make_evaluation(cfg: Config, policy, target: float | None = None) -> EvaluationReturns:
-    """The learning signal: evaluation episodes every ``eval_interval`` steps."""
-    env = make_env(cfg.env, num_envs=cfg.eval_episodes, seed=cfg.seed + 20_000)
-    return EvaluationReturns(
-        env, policy, interval=cfg.eval_interval, steps=cfg.eval_steps, target=target
-    )
 
 
 def make_actor_qvalue(cfg: Config, env):

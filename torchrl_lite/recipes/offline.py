@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,21 +37,69 @@ from torchrl_lite import _keys as K
 from torchrl_lite._utils import require
 from torchrl_lite.data.datasets import D4RLExperienceReplay
 from torchrl_lite.envs import EnvBase, ExplorationType, set_exploration_type
+from torchrl_lite.recipes.common import make_env
 from torchrl_lite.trainers import Recorder
 from torchrl_lite.trainers.hooks import TrainerHookBase
 
 __all__ = [
     "EvaluationReturns",
     "OfflineBatches",
+    "OfflineConfig",
     "check_dataset_fits",
     "collect_dataset",
     "load_dataset",
+    "make_eval_env",
+    "make_evaluation",
 ]
 
 HOW_TO_MAKE = (
     "Make one with torchrl_lite.recipes.offline.collect_dataset(env, policy, frames, path), "
     "e.g. from a partly trained `torchrl-lite train sac` run's policy with noise=0.1."
 )
+
+
+# -- what every offline recipe's config and evaluation share ------------------------------
+@dataclass(frozen=True)
+class OfflineConfig:
+    """Settings every offline recipe has; a recipe's ``Config`` adds its own after these."""
+
+    env: str = "Pendulum-v1"
+    """The env the dataset came from: networks are shaped on it and evaluated in it."""
+    dataset: str = ""
+    """Path of the D4RL-layout ``.hdf5`` file to learn from."""
+    frames: int = 20_000
+    """Gradient steps (offline, the trainer counts one frame per step)."""
+    seed: int = 0
+    """Seeds torch and the evaluation env."""
+    target: float | None = None
+    """Stop once the evaluation return reaches this (None: the recipe's, if any)."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    lr: float = 3e-4
+    """Adam learning rate (every network, and CQL's SAC temperature)."""
+    gamma: float = 0.99
+    """Discount."""
+    tau: float = 0.005
+    """Soft target-update rate of the target networks."""
+    eval_interval: int = 1_000
+    """Gradient steps between two evaluations."""
+    eval_episodes: int = 10
+    """Episodes per evaluation (run side by side)."""
+    eval_steps: int = 200
+    """Steps of each evaluation episode (Pendulum-v1's episode length)."""
+
+
+def make_eval_env(cfg: OfflineConfig, **kwargs) -> EnvBase:
+    """The env the policy is evaluated (and shaped) on."""
+    return make_env(cfg.env, seed=cfg.seed + 10_000, **kwargs)
+
+
+def make_evaluation(cfg: OfflineConfig, policy, target: float | None = None):
+    """The learning signal: :class:`EvaluationReturns` every ``eval_interval`` steps."""
+    env = make_env(cfg.env, num_envs=cfg.eval_episodes, seed=cfg.seed + 20_000)
+    return EvaluationReturns(
+        env, policy, interval=cfg.eval_interval, steps=cfg.eval_steps, target=target
+    )
 
 
 # -- making a dataset file ----------------------------------------------------------------

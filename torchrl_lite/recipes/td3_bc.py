@@ -27,12 +27,14 @@ from torch import nn
 
 from torchrl_lite.modules import MLP, ProbabilisticActor, TanhDelta, ValueOperator
 from torchrl_lite.objectives import SoftUpdate, TD3BCLoss
-from torchrl_lite.recipes.common import check_action_kind, make_env
+from torchrl_lite.recipes.common import check_action_kind
 from torchrl_lite.recipes.offline import (
-    EvaluationReturns,
     OfflineBatches,
+    OfflineConfig,
     check_dataset_fits,
     load_dataset,
+    make_eval_env,
+    make_evaluation,  # noqa: F401 (part of the recipe: the CLI calls it)
 )
 from torchrl_lite.trainers import OptimizerHook, Trainer
 
@@ -44,27 +46,9 @@ ENV_DEFAULTS = {"mujoco": dict(eval_steps=1000), "dm_control": dict(eval_steps=1
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(OfflineConfig):
     """TD3+BC settings; the defaults are for Pendulum-v1."""
 
-    env: str = "Pendulum-v1"
-    """The env the dataset came from: networks are shaped on it and evaluated in it."""
-    dataset: str = ""
-    """Path of the D4RL-layout ``.hdf5`` file to learn from."""
-    frames: int = 20_000
-    """Gradient steps (offline, the trainer counts one frame per step)."""
-    seed: int = 0
-    """Seeds torch and the evaluation env."""
-    target: float | None = None
-    """Stop once the evaluation return reaches this (None: the recipe's, if any)."""
-    batch_size: int = 256
-    """Transitions per gradient step."""
-    lr: float = 3e-4
-    """Adam learning rate (actor and critics)."""
-    gamma: float = 0.99
-    """Discount."""
-    tau: float = 0.005
-    """Soft target-update rate (applied at each delayed update)."""
     alpha: float = 10.0
     """Weight of the normalised Q-value against the behaviour-cloning term (the paper's
     2.5 stays close to the noisy behaviour on Pendulum-v1)."""
@@ -76,24 +60,6 @@ class Config:
     """Clip of the smoothing noise, as a fraction of the half-range."""
     hidden: int = 64
     """Units per hidden layer (two layers, ReLU) of the actor and the critics."""
-    eval_interval: int = 1_000
-    """Gradient steps between two evaluations."""
-    eval_episodes: int = 10
-    """Episodes per evaluation (run side by side)."""
-    eval_steps: int = 200
-    """Steps of each evaluation episode (Pendulum-v1's episode length)."""
-
-
-def make_eval_env(cfg: Config, **kwargs):
-    return make_env(cfg.env, seed=cfg.seed + 10_000, **kwargs)
-
-
-def make_evaluation(cfg: Config, policy, target: float | None = None) -> EvaluationReturns:
-    """The learning signal: evaluation episodes every ``eval_interval`` steps."""
-    env = make_env(cfg.env, num_envs=cfg.eval_episodes, seed=cfg.seed + 20_000)
-    return EvaluationReturns(
-        env, policy, interval=cfg.eval_interval, steps=cfg.eval_steps, target=target
-    )
 
 
 def make_actor_qvalue(cfg: Config, env):
