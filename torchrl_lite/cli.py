@@ -78,6 +78,19 @@ def _load_run(folder: Path):
     return recipe, cfg
 
 
+def _trained_policy(folder: str):
+    """``(recipe, cfg, policy)`` of a run folder, the policy with its checkpoint's weights."""
+    from torchrl_lite.trainers.checkpoint import load_checkpoint
+
+    run = Path(folder)
+    recipe, cfg = _load_run(run)
+    state, _ = load_checkpoint(run / "checkpoint")
+    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
+    trainer.loss_module.load_state_dict(state["loss_module"])  # the policy's weights
+    getattr(trainer.collector, "shutdown", lambda: None)()
+    return recipe, cfg, policy
+
+
 def _from_json(value):
     return tuple(value) if isinstance(value, list) else value
 
@@ -218,14 +231,8 @@ def evaluate(
     Each episode runs until done or ``max_steps`` steps.
     """
     from torchrl_lite.envs import ExplorationType, set_exploration_type
-    from torchrl_lite.trainers.checkpoint import load_checkpoint
 
-    run = Path(folder)
-    recipe, cfg = _load_run(run)
-    state, _ = load_checkpoint(run / "checkpoint")
-    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
-    trainer.loss_module.load_state_dict(state["loss_module"])  # the policy's weights
-    getattr(trainer.collector, "shutdown", lambda: None)()
+    recipe, cfg, policy = _trained_policy(folder)
     env_kwargs = {"from_pixels": True, "pixels_only": False} if video else {}
     env = recipe.make_eval_env(cfg, **env_kwargs)
     returns, frames = [], []
@@ -250,14 +257,8 @@ def evaluate(
 def make_dataset(folder: str, path: str, frames: int, noise: float, seed: int) -> dict:
     """Write a D4RL-layout dataset file from a trained run's policy (for offline recipes)."""
     from torchrl_lite.recipes.offline import collect_dataset
-    from torchrl_lite.trainers.checkpoint import load_checkpoint
 
-    run = Path(folder)
-    recipe, cfg = _load_run(run)
-    state, _ = load_checkpoint(run / "checkpoint")
-    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
-    trainer.loss_module.load_state_dict(state["loss_module"])  # the policy's weights
-    getattr(trainer.collector, "shutdown", lambda: None)()
+    recipe, cfg, policy = _trained_policy(folder)
     env = recipe.make_eval_env(cfg)
     info = collect_dataset(env, policy, frames, path, seed=seed, noise=noise)
     env.close()

@@ -33,6 +33,7 @@ from torchrl_lite import _keys as K
 from torchrl_lite._mp import death_message, start_method
 from torchrl_lite.envs import _batched_utils as U
 from torchrl_lite.envs import _batched_worker as W
+from torchrl_lite.envs._batched_base import _BatchedEnv
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.libs.gym import _GymGroup
 
@@ -41,86 +42,6 @@ __all__ = ["SerialEnv", "ParallelEnv"]
 _POLL_S = 0.2  # how often a parent waiting on a worker checks that the worker is alive
 _JOIN_S = 3.0  # how long close() waits for workers to exit before terminating them
 _FAIL_GRACE_S = 1.0  # the same after a worker failed (the others may be mid-step)
-
-
-# -- the shared part ------------------------------------------------------------------
-class _BatchedEnv(EnvBase):
-    """Argument checks, specs and key layout shared by ``SerialEnv`` and ``ParallelEnv``.
-
-    A subclass implements ``_start(factories) -> list[U.EnvInfo]`` (build the copies),
-    ``_connect()`` (allocate buffers once the specs are known) and ``_shutdown()``, plus
-    the three ``EnvBase`` hooks.
-    """
-
-    def __init__(self, num_workers, create_env_fn, create_env_kwargs, device, spec_check):
-        cls_name = type(self).__name__
-        factories = U.as_factories(cls_name, num_workers, create_env_fn, create_env_kwargs)
-        self.num_workers = num_workers
-        self.is_closed = False
-        try:
-            infos = self._start(factories)
-            U.check_same_specs(cls_name, infos)
-            info = infos[0]
-            super().__init__(
-                device=device if device is not None else info.device,
-                batch_size=(num_workers, *info.batch_size),
-                spec_check=spec_check,
-            )
-            self._set_specs(info)
-            self._connect()
-        except BaseException:
-            self._shutdown()
-            raise
-
-    def _set_specs(self, info: U.EnvInfo) -> None:
-        n = self.num_workers
-        self._env_batch = info.batch_size
-        self._env_device = info.device
-        self._env_name = info.name
-        for name in U.SPEC_NAMES:
-            spec = info.specs[name]
-            setattr(self, name, spec.expand(n, *spec.shape).to(self.device))
-        self._single_specs = info.specs
-        obs, state = info.specs["full_observation_spec"], info.specs["full_state_spec"]
-        done = info.specs["full_done_spec"]
-        # what step reads, what step writes, what reset writes
-        self._input_keys = U.leaf_keys(state, info.specs["full_action_spec"])
-        self._step_keys = U.leaf_keys(obs, info.specs["full_reward_spec"], done)
-        self._reset_keys = U.leaf_keys(obs, done, state)
-        self._state_keys = set(state.keys(True, True))
-
-    def _buffers(self, keys: list, specs: list, device) -> dict:
-        """Zero tensors ``[n, *env_batch, ...]`` for ``keys`` (looked up in ``specs``)."""
-        out = {}
-        for key in keys:
-            spec = next(s[key] for s in specs if key in s)
-            out[key] = spec.zero((self.num_workers,)).to(device)
-        return out
-
-    def _check_usable(self) -> None:
-        if self.is_closed:
-            reason = getattr(self, "_failure", None)
-            extra = f" It was shut down after a failure: {reason}" if reason else ""
-            raise RuntimeError(
-                f"{type(self).__name__} is closed; create a new one to keep going.{extra}"
-            )
-
-    def _export(self, tensor: torch.Tensor) -> torch.Tensor:
-        """A copy of a buffer on ``self.device`` (never the buffer itself)."""
-        return tensor.to(self.device, copy=True)
-
-    def close(self) -> None:
-        """Close every copy (``ParallelEnv``: and join the worker processes)."""
-        if not self.is_closed:
-            self._shutdown()
-        super().close()
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(num_workers={self.num_workers}, "
-            f"env={getattr(self, '_env_name', None)}, "
-            f"batch_size={list(self.batch_size)}, device={self.device})"
-        )
 
 
 class SerialEnv(_BatchedEnv):

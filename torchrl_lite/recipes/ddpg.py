@@ -12,21 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from tensordict.nn import TensorDictModule
-from torch import nn
 
 from torchrl_lite.collectors import SyncDataCollector
 from torchrl_lite.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl_lite.modules import (
-    MLP,
     AdditiveGaussianModule,
-    ProbabilisticActor,
     SafeSequential,
-    TanhDelta,
-    ValueOperator,
 )
 from torchrl_lite.objectives import DDPGLoss, SoftUpdate
 from torchrl_lite.recipes.common import check_action_kind, make_env, whole_batches
+from torchrl_lite.recipes.td3 import make_actor_qvalue  # the same networks
 from torchrl_lite.trainers import ReplayBufferTrainer, Trainer
 
 ALGO = "ddpg"
@@ -89,24 +84,6 @@ def make_eval_env(cfg: Config, **kwargs):
     return make_env(cfg.env, seed=cfg.seed + 10_000, **kwargs)
 
 
-def make_actor_value(cfg: Config, env):
-    """A deterministic actor ``low + (high - low) * (tanh(net(s)) + 1) / 2`` and a critic."""
-    obs_dim = env.observation_spec["observation"].shape[-1]
-    spec = env.action_spec
-    act_dim = spec.shape[-1]
-    net = MLP(obs_dim, act_dim, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU)
-    actor = ProbabilisticActor(
-        TensorDictModule(net, in_keys=["observation"], out_keys=["param"]),
-        in_keys=["param"],
-        distribution_class=TanhDelta,
-        distribution_kwargs={"low": spec.low, "high": spec.high},
-        spec=spec,
-    )
-    qnet = MLP(obs_dim + act_dim, 1, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU)
-    value = ValueOperator(qnet, in_keys=["observation", "action"])
-    return actor, value
-
-
 def make_exploration_policy(cfg: Config, actor, spec):
     """The actor followed by clipped Gaussian noise (active only while exploring)."""
     sigma = cfg.exploration_noise * float((spec.high - spec.low).mean() / 2)
@@ -118,7 +95,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     """Everything to train: ``(trainer, policy)``; hooks registered."""
     torch.manual_seed(cfg.seed)
     env = make_train_env(cfg)
-    actor, value = make_actor_value(cfg, env)
+    actor, value = make_actor_qvalue(cfg, env)
     loss = DDPGLoss(
         actor, value, loss_function="l2", delay_actor=True, delay_value=True, gamma=cfg.gamma
     )

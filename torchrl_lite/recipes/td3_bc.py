@@ -22,10 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from tensordict.nn import TensorDictModule
-from torch import nn
 
-from torchrl_lite.modules import MLP, ProbabilisticActor, TanhDelta, ValueOperator
 from torchrl_lite.objectives import SoftUpdate, TD3BCLoss
 from torchrl_lite.recipes.common import check_action_kind
 from torchrl_lite.recipes.offline import (
@@ -36,6 +33,7 @@ from torchrl_lite.recipes.offline import (
     make_eval_env,
     make_evaluation,  # noqa: F401 (part of the recipe: the CLI calls it)
 )
+from torchrl_lite.recipes.td3 import make_actor_qvalue  # the same networks
 from torchrl_lite.trainers import OptimizerHook, Trainer
 
 ALGO = "td3_bc"
@@ -60,24 +58,6 @@ class Config(OfflineConfig):
     """Clip of the smoothing noise, as a fraction of the half-range."""
     hidden: int = 64
     """Units per hidden layer (two layers, ReLU) of the actor and the critics."""
-
-
-def make_actor_qvalue(cfg: Config, env):
-    """A deterministic actor ``low + (high - low) * (tanh(net(s)) + 1) / 2`` and a critic."""
-    obs_dim = env.observation_spec["observation"].shape[-1]
-    spec = env.action_spec
-    act_dim = spec.shape[-1]
-    net = MLP(obs_dim, act_dim, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU)
-    actor = ProbabilisticActor(
-        TensorDictModule(net, in_keys=["observation"], out_keys=["param"]),
-        in_keys=["param"],
-        distribution_class=TanhDelta,
-        distribution_kwargs={"low": spec.low, "high": spec.high},
-        spec=spec,
-    )
-    qnet = MLP(obs_dim + act_dim, 1, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU)
-    qvalue = ValueOperator(qnet, in_keys=["observation", "action"])  # MLP joins the inputs
-    return actor, qvalue
 
 
 def make_loss(cfg: Config, actor, qvalue, spec) -> TD3BCLoss:
