@@ -5,7 +5,13 @@
 """
 
 from torchrl_lite.objectives.a2c import A2CLoss
-from torchrl_lite.objectives.common import HardUpdate, LossModule, SoftUpdate
+from torchrl_lite.objectives.common import (
+    HardUpdate,
+    LossModule,
+    SoftUpdate,
+    TargetNetUpdater,
+    default_value_kwargs,
+)
 from torchrl_lite.objectives.dqn import DistributionalDQNLoss, DQNLoss
 from torchrl_lite.objectives.ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
 from torchrl_lite.objectives.reinforce import ReinforceLoss
@@ -22,6 +28,8 @@ __all__ = [
     "HardUpdate",
     "LossModule",
     "SoftUpdate",
+    "TargetNetUpdater",
+    "default_value_kwargs",
     "A2CLoss",
     "ClipPPOLoss",
     "DQNLoss",

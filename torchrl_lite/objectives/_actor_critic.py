@@ -55,6 +55,18 @@ def _as_batch(x: torch.Tensor, batch_shape: torch.Size, key, owner: str) -> torc
     )
 
 
+def _alias(owner: str, name: str, value, alias_value, default):
+    """``value`` or its TorchRL spelling ``<name>f`` (``entropy_coeff``), not both."""
+    if alias_value is not None:
+        if value is not None:
+            raise TypeError(
+                f"{owner}: got both {name}={value!r} and {name}f={alias_value!r}; they are "
+                f"the same argument (TorchRL's older and newer spelling), give one."
+            )
+        return alias_value
+    return default if value is None else value
+
+
 def _shared_ids(a: nn.Module, b: nn.Module) -> set[int]:
     return {id(p) for p in a.parameters()} & {id(p) for p in b.parameters()}
 
@@ -71,13 +83,15 @@ class OnPolicyLoss(LossModule):
         entropy_bonus: add ``loss_entropy = -entropy_coef * entropy``.
         samples_mc_entropy: samples of the Monte-Carlo entropy estimate (used when the
             distribution has no analytic entropy, e.g. ``TanhNormal``).
-        entropy_coef: weight of the entropy bonus.
-        critic_coef: weight of the value loss.
+        entropy_coef: weight of the entropy bonus (default 0.01).
+        critic_coef: weight of the value loss (default 1.0).
         loss_critic_type: ``"l1"``, ``"l2"`` or ``"smooth_l1"``.
         gamma: discount of the default value estimator.
         separate_losses: the value loss does not train parameters shared with the actor.
         clip_value: clip the value prediction to ``old value ± clip_value`` in the value
             loss (the old value is the batch's ``"state_value"``); None for no clipping.
+        entropy_coeff: TorchRL's current name of ``entropy_coef`` (give one of them).
+        critic_coeff: TorchRL's current name of ``critic_coef`` (give one of them).
     """
 
     _AcceptedKeys = _OnPolicyKeys
@@ -90,15 +104,19 @@ class OnPolicyLoss(LossModule):
         *,
         entropy_bonus: bool = True,
         samples_mc_entropy: int = 1,
-        entropy_coef: float = 0.01,
-        critic_coef: float = 1.0,
+        entropy_coef: float | None = None,
+        critic_coef: float | None = None,
         loss_critic_type: str = "smooth_l1",
         gamma: float | None = None,
         separate_losses: bool = False,
         clip_value: float | None = None,
+        entropy_coeff: float | None = None,
+        critic_coeff: float | None = None,
     ):
         super().__init__()
         name = type(self).__name__
+        entropy_coef = _alias(name, "entropy_coef", entropy_coef, entropy_coeff, 0.01)
+        critic_coef = _alias(name, "critic_coef", critic_coef, critic_coeff, 1.0)
         if not hasattr(actor_network, "get_dist"):
             raise TypeError(
                 f"{name}: actor_network must be a probabilistic actor with get_dist() (e.g. "

@@ -30,8 +30,8 @@ class A2CLoss(OnPolicyLoss):
         critic_network: a value network writing ``"state_value"``, or None.
         entropy_bonus: add ``loss_entropy = -entropy_coef * mean entropy``.
         samples_mc_entropy: samples of the Monte-Carlo entropy when there is no closed form.
-        entropy_coef: weight of the entropy bonus.
-        critic_coef: weight of the value loss.
+        entropy_coef: weight of the entropy bonus (default 0.01; or ``entropy_coeff``).
+        critic_coef: weight of the value loss (default 1.0; or ``critic_coeff``).
         loss_critic_type: ``"l1"``, ``"l2"`` or ``"smooth_l1"``.
         gamma: discount of the default estimator (else 0.99; see ``make_value_estimator``).
         separate_losses: the value loss does not train parameters shared with the actor.

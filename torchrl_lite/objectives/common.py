@@ -53,11 +53,19 @@ from torch import nn
 
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
+from torchrl_lite.objectives._params import check_materialized, params_attribute, shared_with
 from torchrl_lite.objectives.ensemble import Ensemble
 from torchrl_lite.objectives.value import ValueEstimatorBase, ValueEstimators
 from torchrl_lite.objectives.value.advantages import _check_factor
 
-__all__ = ["LossModule", "SoftUpdate", "HardUpdate", "TargetNetUpdater", "Ensemble"]
+__all__ = [
+    "LossModule",
+    "SoftUpdate",
+    "HardUpdate",
+    "TargetNetUpdater",
+    "Ensemble",
+    "default_value_kwargs",
+]
 
 # estimator hyper-parameters used when neither the constructor nor the call gives them
 _DEFAULT_VALUE_KWARGS = {
@@ -68,6 +76,21 @@ _DEFAULT_VALUE_KWARGS = {
 }
 # loss key names forwarded to the value estimator's keys of the same name
 _ESTIMATOR_KEYS = ("advantage", "value_target", "value", "reward", "done", "terminated")
+
+
+def default_value_kwargs(value_type: ValueEstimators) -> dict:
+    """The default hyper-parameters of a value estimator (a new dict), as the losses use them.
+
+    Example:
+        >>> default_value_kwargs(ValueEstimators.GAE)
+        {'gamma': 0.99, 'lmbda': 0.95}
+    """
+    if not isinstance(value_type, ValueEstimators):
+        raise TypeError(
+            f"default_value_kwargs: expected a ValueEstimators member "
+            f"({[v.name for v in ValueEstimators]}), got {value_type!r}."
+        )
+    return dict(_DEFAULT_VALUE_KWARGS[value_type])
 
 
 class _LossError(Exception):
@@ -130,6 +153,7 @@ class LossModule(nn.Module):
         self._value_estimator: ValueEstimatorBase | None = None
         self._value_kwargs: dict = {}
         self._target_pairs: list[tuple[str, str]] = []  # (online name, target name)
+        self._networks: list[str] = []  # registered network names (``<name>_params``)
         self._params_cache: dict[str, TensorDictBase] = {}
 
     # -- keys ------------------------------------------------------------------------
@@ -244,13 +268,68 @@ class LossModule(nn.Module):
             the registered (online) module.
         """
         if num_copies is not None:
+            check_materialized(type(self).__name__, name, module, f"{num_copies} ensemble copies")
             module = Ensemble(module, num_copies)
+        if create_target:
+            check_materialized(type(self).__name__, name, module, "a target network")
         setattr(self, name, module)
+        if name not in self._networks:
+            self._networks.append(name)
         if create_target:
             target_name = f"target_{name}"
             setattr(self, target_name, _frozen_copy(module))
             self._target_pairs.append((name, target_name))
         return module
+
+    def convert_to_functional(
+        self,
+        module: nn.Module,
+        module_name: str,
+        expand_dim: int | None = None,
+        create_target_params: bool = False,
+        compare_against=None,
+    ) -> None:
+        """TorchRL's name for :meth:`register_network`, for custom losses written for it.
+
+        Sets ``self.<module_name>`` and ``self.<module_name>_params`` (the network's own
+        parameters, trained by the loss) and, with ``create_target_params``,
+        ``self.target_<module_name>_params`` (the target copy's buffers). The network keeps
+        its parameters: call it directly, or as in TorchRL under
+        ``with self.<module_name>_params.to_module(self.<module_name>):``.
+
+        Args:
+            module: the network.
+            module_name: the attribute name, e.g. ``"actor_network"``.
+            expand_dim: register an ``Ensemble`` of that many copies (called as one,
+                output batch ``[expand_dim, *B]``) instead of ``module``.
+            create_target_params: also create the target network.
+            compare_against: parameters of another network (a module or a TensorDict);
+                with ``expand_dim``, sharing any of them raises (the ensemble's copies are
+                independent; register the shared trunk as its own network).
+        """
+        if expand_dim is not None and compare_against is not None:
+            shared = shared_with(module, compare_against)
+            if shared:
+                raise ValueError(
+                    f"{type(self).__name__}.convert_to_functional: {module_name} shares "
+                    f"parameters {shared[:3]} with compare_against, and expand_dim="
+                    f"{expand_dim} would make independent copies of them; register the "
+                    f"shared part as its own network, or drop expand_dim."
+                )
+        self.register_network(
+            module_name, module, create_target=create_target_params, num_copies=expand_dim
+        )
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            params = params_attribute(
+                self.__dict__.get("_networks", ()), lambda *a: getattr(self, *a), name
+            )
+            if params is None:
+                raise
+            return params
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         """``(online, target)`` module pairs, in registration order."""

@@ -189,7 +189,8 @@ class DiscreteCQLLoss(_QLossBase):
         loss_function: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
         delay_value: use a target copy of the network.
         min_q_weight: the weight of the penalty.
-        action_space: ``"one_hot"`` or ``"categorical"``; read from ``value_network`` when
+        action_space: ``"one_hot"`` (``"one-hot"``), ``"categorical"`` or a OneHot /
+            Categorical spec; read from ``value_network`` when
             it has one, else inferred from the action's shape.
         gamma: the discount (else 0.99; see ``make_value_estimator``).
 

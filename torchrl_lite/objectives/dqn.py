@@ -21,14 +21,13 @@ from torchrl_lite import _keys as K
 from torchrl_lite.modules.tensordict_module.qvalue import (
     DistributionalQValueModule,
     QValueModule,
+    resolve_action_space,
 )
 from torchrl_lite.objectives.common import LossModule, _LossValueError
 from torchrl_lite.objectives.utils import action_index, check_distance, distance_loss
 from torchrl_lite.objectives.value import ValueEstimators
 
 __all__ = ["DQNLoss", "DistributionalDQNLoss", "c51_projection"]
-
-_ACTION_SPACES = ("one_hot", "categorical")
 
 
 @dataclass
@@ -80,10 +79,8 @@ class _QLossBase(LossModule):
             )
         if action_space is None:
             action_space = getattr(value_network, "action_space", None)
-        if action_space is not None and action_space not in _ACTION_SPACES:
-            raise ValueError(
-                f"{name}: action_space must be one of {_ACTION_SPACES}, got {action_space!r}."
-            )
+        if action_space is not None:  # a name ("one-hot" too) or a OneHot/Categorical spec
+            action_space = resolve_action_space(action_space, None, name)
         self.action_space = action_space
         self.delay_value = bool(delay_value)
         self.register_network("value_network", value_network, create_target=self.delay_value)
@@ -159,7 +156,8 @@ class DQNLoss(_QLossBase):
         delay_value: use a target copy of the network (update it with ``SoftUpdate`` /
             ``HardUpdate``).
         double_dqn: pick the next action with the online network (needs ``delay_value``).
-        action_space: ``"one_hot"`` or ``"categorical"``; read from ``value_network`` when
+        action_space: ``"one_hot"`` (``"one-hot"``), ``"categorical"`` or a OneHot /
+            Categorical spec; read from ``value_network`` when
             it has one, else inferred from the action's shape.
         gamma: the discount (else 0.99; see ``make_value_estimator``).
 
@@ -280,7 +278,8 @@ class DistributionalDQNLoss(_QLossBase):
         gamma: the discount.
         delay_value: use a target copy of the network.
         support: the atoms ``[n_atoms]`` when ``value_network`` does not hold them.
-        action_space: ``"one_hot"`` or ``"categorical"``; read from ``value_network`` when
+        action_space: ``"one_hot"`` (``"one-hot"``), ``"categorical"`` or a OneHot /
+            Categorical spec; read from ``value_network`` when
             it has one, else inferred from the action's shape.
 
     Example:

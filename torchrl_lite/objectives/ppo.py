@@ -51,8 +51,9 @@ class PPOLoss(OnPolicyLoss):
             and the batch must hold the advantage).
         entropy_bonus: add ``loss_entropy = -entropy_coef * mean entropy``.
         samples_mc_entropy: samples of the Monte-Carlo entropy when there is no closed form.
-        entropy_coef: weight of the entropy bonus.
-        critic_coef: weight of the value loss.
+        entropy_coef: weight of the entropy bonus (default 0.01; TorchRL's newer spelling
+            ``entropy_coeff`` is accepted too).
+        critic_coef: weight of the value loss (default 1.0; or ``critic_coeff``).
         loss_critic_type: ``"l1"``, ``"l2"`` or ``"smooth_l1"``.
         normalize_advantage: standardise the advantage over the batch (zero mean, unit std).
         gamma: discount of the default estimator (else 0.99; see ``make_value_estimator``).
@@ -82,13 +83,15 @@ class PPOLoss(OnPolicyLoss):
         *,
         entropy_bonus: bool = True,
         samples_mc_entropy: int = 1,
-        entropy_coef: float = 0.01,
-        critic_coef: float = 1.0,
+        entropy_coef: float | None = None,
+        critic_coef: float | None = None,
         loss_critic_type: str = "smooth_l1",
         normalize_advantage: bool = False,
         gamma: float | None = None,
         separate_losses: bool = False,
         clip_value: float | None = None,
+        entropy_coeff: float | None = None,
+        critic_coeff: float | None = None,
     ):
         super().__init__(
             actor_network,
@@ -101,6 +104,8 @@ class PPOLoss(OnPolicyLoss):
             gamma=gamma,
             separate_losses=separate_losses,
             clip_value=clip_value,
+            entropy_coeff=entropy_coeff,
+            critic_coeff=critic_coeff,
         )
         self.normalize_advantage = bool(normalize_advantage)
 
@@ -146,8 +151,8 @@ class ClipPPOLoss(PPOLoss):
         clip_epsilon: the clipping range ``eps``.
         clip_value: clip the value in the value loss to ``old value ± clip_value``;
             True uses ``clip_epsilon``.
-        **kwargs: the other arguments of :class:`PPOLoss` (``entropy_coef``,
-            ``critic_coef``, ``loss_critic_type``, ``normalize_advantage``, ``gamma``,
+        **kwargs: the other arguments of :class:`PPOLoss` (``entropy_coef`` /
+            ``entropy_coeff``, ``critic_coef`` / ``critic_coeff``, ``loss_critic_type``, ``normalize_advantage``, ``gamma``,
             ``separate_losses``, ``entropy_bonus``, ``samples_mc_entropy``).
 
     Example:

@@ -1,5 +1,10 @@
 """Maths helpers shared by the losses: regression distances, log-probabilities, entropies
-and discrete-action indices. Pure functions of tensors (and distributions)."""
+and discrete-action indices. Pure functions of tensors (and distributions).
+
+TorchRL's ``torchrl.objectives.utils`` names used by its scripts and custom losses are
+re-exported here too: ``ValueEstimators``, ``default_value_kwargs``, ``SoftUpdate``,
+``HardUpdate``, ``TargetNetUpdater`` (defined in :mod:`torchrl_lite.objectives.common` and ``.value``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,25 @@ import torch
 from torch import distributions as D
 from torch.nn import functional as F
 
-__all__ = ["distance_loss", "log_prob_of", "entropy_of", "action_index"]
+from torchrl_lite.objectives.common import (
+    HardUpdate,
+    SoftUpdate,
+    TargetNetUpdater,
+    default_value_kwargs,
+)
+from torchrl_lite.objectives.value import ValueEstimators
+
+__all__ = [
+    "distance_loss",
+    "log_prob_of",
+    "entropy_of",
+    "action_index",
+    "HardUpdate",
+    "SoftUpdate",
+    "TargetNetUpdater",
+    "ValueEstimators",
+    "default_value_kwargs",
+]
 
 _DISTANCES = ("l1", "l2", "smooth_l1")
 

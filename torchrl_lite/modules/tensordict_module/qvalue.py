@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn.functional import one_hot
 
 from torchrl_lite import _keys as K
-from torchrl_lite.data.tensor_specs import Categorical, Composite, OneHot
+from torchrl_lite.data.tensor_specs import Categorical, Composite, OneHot, TensorSpec
 from torchrl_lite.modules.tensordict_module.common import (
     SafeModule,
     SafeSequential,
@@ -33,8 +33,17 @@ CHOSEN_ACTION_VALUE = "chosen_action_value"
 _ACTION_SPACES = ("one_hot", "categorical")
 
 
-def _action_space(action_space, spec, owner: str) -> str:
-    """``"one_hot"`` or ``"categorical"``, given or read from the action spec."""
+def resolve_action_space(action_space, spec, owner: str) -> str:
+    """``"one_hot"`` or ``"categorical"``, given or read from the action spec.
+
+    ``action_space`` may be a name (``"one_hot"``, ``"one-hot"``, ``"categorical"``) or a
+    spec (``OneHot`` / ``Categorical``, or a ``Composite`` holding ``"action"``), as TorchRL
+    accepts.
+    """
+    if isinstance(action_space, (TensorSpec, Composite)):
+        action_space, spec = None, action_space
+    if isinstance(action_space, str):
+        action_space = action_space.replace("-", "_")
     leaf = spec.get(K.ACTION) if isinstance(spec, Composite) else spec
     if action_space is None:
         if isinstance(leaf, OneHot):
@@ -47,7 +56,8 @@ def _action_space(action_space, spec, owner: str) -> str:
         )
     if action_space not in _ACTION_SPACES:
         raise ValueError(
-            f"{owner}: action_space must be one of {_ACTION_SPACES}, got {action_space!r}."
+            f"{owner}: action_space must be one of {_ACTION_SPACES} (or a OneHot / "
+            f"Categorical spec), got {action_space!r}."
         )
     return action_space
 
@@ -83,7 +93,7 @@ class QValueModule(_SpecMixin, TensorDictModuleBase):
         safe: bool = False,
     ):
         super().__init__()
-        self.action_space = _action_space(action_space, spec, type(self).__name__)
+        self.action_space = resolve_action_space(action_space, spec, type(self).__name__)
         self.action_value_key = action_value_key
         self.action_mask_key = action_mask_key
         self.in_keys = [action_value_key] + (
