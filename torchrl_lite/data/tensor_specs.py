@@ -42,7 +42,7 @@ __all__ = [
     "MultiOneHotDiscreteTensorSpec",
     "BinaryDiscreteTensorSpec",
     "CompositeSpec",
-]
+]  # ContinuousBox / CategoricalBox (``spec.space``) are imported from this module
 
 ShapeLike = int | Sequence[int] | torch.Size
 
@@ -99,6 +99,51 @@ def _short(v):
     if flat.numel() and bool((flat == flat[0]).all()):
         return flat[0].item()
     return flat.tolist() if flat.numel() <= 8 else f"tensor{list(v.shape)}"
+
+
+class ContinuousBox:
+    """``spec.space`` of a ``Bounded`` spec (TorchRL's name): its ``low`` and ``high``.
+
+    They are the spec's own tensors: ``spec.space.low is spec.low``.
+
+    Example:
+        >>> Bounded(low=-2.0, high=2.0, shape=(1,)).space.high
+        tensor([2.])
+    """
+
+    def __init__(self, low: torch.Tensor, high: torch.Tensor):
+        self.low, self.high = low, high
+
+    def __eq__(self, other) -> bool:
+        return (
+            isinstance(other, ContinuousBox)
+            and torch.equal(self.low, other.low)
+            and torch.equal(self.high, other.high)
+        )
+
+    def __repr__(self) -> str:
+        return f"ContinuousBox(low={self.low}, high={self.high})"
+
+
+class CategoricalBox:
+    """``spec.space`` of a ``Categorical`` or ``OneHot`` spec (TorchRL's name): ``n``.
+
+    Example:
+        >>> OneHot(4).space.n
+        4
+    """
+
+    def __init__(self, n: int):
+        self.n = int(n)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, CategoricalBox) and self.n == other.n
+
+    def __repr__(self) -> str:
+        return f"CategoricalBox(n={self.n})"
+
+
+DiscreteBox = CategoricalBox  # the seed-era (TorchRL <= 0.5) name
 
 
 class TensorSpec:
@@ -322,6 +367,11 @@ class Bounded(_Ranged):
     def _params(self):
         return {"low": self.low, "high": self.high}
 
+    @property
+    def space(self) -> ContinuousBox:
+        """The bounds as TorchRL's ``ContinuousBox`` (``space.low``, ``space.high``)."""
+        return ContinuousBox(self.low, self.high)
+
     def rand(self, shape=None):
         full = _size(shape) + self.shape
         if self.dtype.is_floating_point:
@@ -348,6 +398,11 @@ class Categorical(_Ranged):
 
     def _params(self):
         return {"n": self.n}
+
+    @property
+    def space(self) -> CategoricalBox:
+        """The number of values as TorchRL's ``CategoricalBox`` (``space.n``)."""
+        return CategoricalBox(self.n)
 
     def rand(self, shape=None):
         full = self.shape if shape is None else _size(shape) + self.shape
@@ -448,6 +503,11 @@ class OneHot(_OneHots):
 
     def _params(self):
         return {"n": self.n}
+
+    @property
+    def space(self) -> CategoricalBox:
+        """The number of values as TorchRL's ``CategoricalBox`` (``space.n``)."""
+        return CategoricalBox(self.n)
 
     def _indices(self, value):
         return [value]

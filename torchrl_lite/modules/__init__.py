@@ -9,6 +9,7 @@ from torchrl_lite.modules.distributions import (
     MaskedOneHotCategorical,
     NormalParamExtractor,
     NormalParamsWrapper,
+    NormalParamWrapper,
     OneHotCategorical,
     TanhDelta,
     TanhNormal,
@@ -18,6 +19,8 @@ from torchrl_lite.modules.distributions import (
 from torchrl_lite.modules.models import (
     MLP,
     ConvNet,
+    DdpgMlpActor,
+    DdpgMlpQNet,
     DuelingCnnDQNet,
     DuelingMlpDQNet,
     GRUModule,
@@ -39,6 +42,7 @@ __all__ = [
     "MaskedOneHotCategorical",
     "NormalParamExtractor",
     "NormalParamsWrapper",
+    "NormalParamWrapper",
     "OneHotCategorical",
     "TanhDelta",
     "TanhNormal",
@@ -47,6 +51,8 @@ __all__ = [
     # models
     "MLP",
     "ConvNet",
+    "DdpgMlpActor",
+    "DdpgMlpQNet",
     "DuelingCnnDQNet",
     "DuelingMlpDQNet",
     "GRUModule",

@@ -370,7 +370,7 @@ class EvaluationReturns(TrainerHookBase):
         if self.history and step % self.interval and not final:
             return None
         record = self.recorder()  # one host sync per evaluation
-        self.history.append((step, record["total_r_evaluation"]))
+        self.history.append((step, float(record["total_r_evaluation"])))
         mean = self.running_mean()
         if (
             self.target is not None

@@ -13,7 +13,13 @@ from torchrl_lite.trainers.hooks import (
     TrainerHookBase,
     UpdateWeights,
 )
-from torchrl_lite.trainers.log_hooks import CountFramesLog, LogReward, LogScalar, Recorder
+from torchrl_lite.trainers.log_hooks import (
+    CountFramesLog,
+    LogReward,
+    LogScalar,
+    LogValidationReward,
+    Recorder,
+)
 from torchrl_lite.trainers.minibatches import BatchSubSampler, ComputeAdvantage, ShuffledMiniBatches
 from torchrl_lite.trainers.trainers import Trainer
 
@@ -32,6 +38,7 @@ __all__ = [
     "LogReward",
     "CountFramesLog",
     "Recorder",
+    "LogValidationReward",
     "save_checkpoint",
     "load_checkpoint",
 ]

@@ -14,7 +14,7 @@ from torchrl_lite import _keys as K
 from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
 from torchrl_lite.trainers.hooks import _MASK, TrainerHookBase, _check_positive, _get
 
-__all__ = ["LogScalar", "LogReward", "CountFramesLog", "Recorder"]
+__all__ = ["LogScalar", "LogReward", "CountFramesLog", "Recorder", "LogValidationReward"]
 
 _EPISODE_REWARD = (K.NEXT, "episode_reward")
 
@@ -164,7 +164,9 @@ class Recorder(TrainerHookBase):
     policy in eval mode. It logs ``out_keys[key]`` (default ``"r_evaluation"`` for the
     reward: mean reward per frame) and ``"total_" + out_keys[key]`` (the mean return of the
     episodes that ended, or of the whole rollout if none did) for the reward, and the mean
-    of any other ``log_keys``. Transforms of the env with a ``dump`` method (a
+    of any other ``log_keys``; the values are 0-dim float tensors, as in TorchRL (the
+    trainer's logger receives python floats). ``LogValidationReward`` is TorchRL's newer
+    name of this class. Transforms of the env with a ``dump`` method (a
     ``VideoRecorder``) are dumped after each evaluation.
 
     Args:
@@ -187,7 +189,7 @@ class Recorder(TrainerHookBase):
         >>> rec = Recorder(record_interval=1, record_frames=20, environment=env,
         ...     policy_exploration=lambda td: td.set("action", torch.zeros(1)))
         >>> out = rec()
-        >>> sorted(out), out["total_r_evaluation"] < 0
+        >>> sorted(out), out["total_r_evaluation"].item() < 0
         (['log_pbar', 'r_evaluation', 'total_r_evaluation'], True)
     """
 
@@ -237,10 +239,10 @@ class Recorder(TrainerHookBase):
                 name = self.out_keys[key]
                 if key == (K.NEXT, K.REWARD):
                     done = _get(rollout, (K.NEXT, K.DONE), "Recorder")
-                    out[name] = value.mean().item() / self.frame_skip
-                    out["total_" + name] = _mean_return(value, done)
+                    out[name] = value.mean() / self.frame_skip
+                    out["total_" + name] = torch.tensor(_mean_return(value, done))
                 else:
-                    out[name] = value.mean().item()
+                    out[name] = value.mean()
             out["log_pbar"] = self.log_pbar
             self._dump_videos()
         self._count += 1
@@ -275,6 +277,9 @@ class Recorder(TrainerHookBase):
     def register(self, trainer, name: str = "recorder") -> None:
         trainer.register_op("post_steps_log", self)
         trainer.register_module(name, self)
+
+
+LogValidationReward = Recorder  # TorchRL's current name (v0.6+)
 
 
 def _mean_return(reward: torch.Tensor, done: torch.Tensor) -> float:

@@ -236,10 +236,18 @@ class Trainer:
             if self.save_trainer_file is not None:
                 self.save()
         finally:
-            self._close_pbar()
-            shutdown = getattr(self.collector, "shutdown", None)
-            if callable(shutdown):
-                shutdown()
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        """Shut the collector down (its workers and envs) and close the progress bar.
+
+        ``train()`` calls it when it ends; calling it again (as TorchRL's scripts do after
+        ``train()``) does nothing more.
+        """
+        self._close_pbar()
+        shutdown = getattr(self.collector, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
 
     def _step_batch(self, batch) -> None:
         batch = self._chain("batch_process", batch)

@@ -10,6 +10,7 @@ from tensordict.nn.distributions import Delta, NormalParamExtractor
 from torchrl_lite.modules.distributions.continuous import (
     IndependentNormal,
     NormalParamsWrapper,
+    NormalParamWrapper,
     TanhDelta,
     TanhNormal,
     TruncatedNormal,
@@ -29,6 +30,7 @@ __all__ = [
     "MaskedOneHotCategorical",
     "NormalParamExtractor",
     "NormalParamsWrapper",
+    "NormalParamWrapper",
     "OneHotCategorical",
     "TanhDelta",
     "TanhNormal",

@@ -20,7 +20,14 @@ from torch.nn import functional as F
 
 _EMPTY = torch.Size()
 
-__all__ = ["TanhNormal", "IndependentNormal", "TanhDelta", "TruncatedNormal", "NormalParamsWrapper"]
+__all__ = [
+    "TanhNormal",
+    "IndependentNormal",
+    "TanhDelta",
+    "TruncatedNormal",
+    "NormalParamsWrapper",
+    "NormalParamWrapper",
+]
 
 _LOG_2 = math.log(2.0)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -29,6 +36,29 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 def _squash_loc(loc: torch.Tensor, upscale, tanh_loc: bool) -> torch.Tensor:
     """``upscale * tanh(loc / upscale)`` when ``tanh_loc``: keeps the location in ``±upscale``."""
     return upscale * torch.tanh(loc / upscale) if tanh_loc else loc
+
+
+def _low_high(owner: str, low, high, aliases: dict) -> tuple:
+    """``(low, high)`` from TorchRL's keywords: ``low``/``high`` or the seed-era ``min``/``max``.
+
+    ``aliases`` holds the ``min``/``max`` values given (None when absent); a bound given
+    under both names raises ``TypeError``; the defaults are -1 and 1.
+    """
+    out = []
+    for name, value, alias, default in (
+        ("low", low, "min", -1.0),
+        ("high", high, "max", 1.0),
+    ):
+        other = aliases.get(alias)
+        if other is not None:
+            if value is not None:
+                raise TypeError(
+                    f"{owner}: got both {name}={value!r} and {alias}={other!r}; {alias} is "
+                    f"TorchRL's older name of {name}, give one."
+                )
+            value = other
+        out.append(default if value is None else value)
+    return tuple(out)
 
 
 def _event_dims(loc: torch.Tensor, event_dims: int | None) -> int:
@@ -111,11 +141,14 @@ class TanhNormal(D.Distribution):
     Args:
         loc: location of the Normal before squashing, ``[*B, A]``.
         scale: standard deviation of the Normal (positive), broadcastable to ``loc``.
-        low: lower bound, a number or a tensor broadcastable to ``loc`` (per-action).
-        high: upper bound, likewise.
+        low: lower bound, a number or a tensor broadcastable to ``loc`` (per-action);
+            default -1.
+        high: upper bound, likewise; default 1.
         upscale: with ``tanh_loc``, the location becomes ``upscale * tanh(loc / upscale)``.
         tanh_loc: squash the location into ``±upscale`` first.
         event_dims: trailing dims that form one event (default 1: ``log_prob`` is ``[*B]``).
+        min: the seed-era name of ``low`` (TorchRL <= 0.4); give one of them.
+        max: the seed-era name of ``high``.
 
     ``mode`` and ``deterministic_sample`` are ``c + h * tanh(loc)``; ``entropy()`` is a
     Monte-Carlo estimate (differentiable); ``mean`` has no closed form (not implemented).
@@ -141,12 +174,16 @@ class TanhNormal(D.Distribution):
         self,
         loc: torch.Tensor,
         scale: torch.Tensor,
-        low: float | torch.Tensor = -1.0,
-        high: float | torch.Tensor = 1.0,
+        low: float | torch.Tensor | None = None,
+        high: float | torch.Tensor | None = None,
         upscale: float | torch.Tensor = 5.0,
         tanh_loc: bool = False,
         event_dims: int | None = None,
+        *,
+        min: float | torch.Tensor | None = None,  # TorchRL <= 0.4 keyword
+        max: float | torch.Tensor | None = None,
     ):
+        low, high = _low_high("TanhNormal", low, high, {"min": min, "max": max})
         loc = _squash_loc(loc, upscale, tanh_loc)
         if not isinstance(scale, torch.Tensor):
             scale = torch.as_tensor(scale, device=loc.device, dtype=loc.dtype)
@@ -300,11 +337,13 @@ class TanhDelta(Delta):
 
     Args:
         param: the pre-tanh action, ``[*B, A]``.
-        low: lower bound, a number or a tensor broadcastable to ``param``.
-        high: upper bound, likewise.
+        low: lower bound, a number or a tensor broadcastable to ``param``; default -1.
+        high: upper bound, likewise; default 1.
         event_dims: trailing dims that form one event (default 1).
         atol: absolute tolerance of ``log_prob``'s equality test.
         rtol: relative tolerance of ``log_prob``'s equality test.
+        min: the seed-era name of ``low`` (TorchRL <= 0.4); give one of them.
+        max: the seed-era name of ``high``.
 
     Example:
         >>> dist = TanhDelta(torch.tensor([[0.0, 100.0]]), low=-2.0, high=2.0)
@@ -317,15 +356,19 @@ class TanhDelta(Delta):
     def __init__(
         self,
         param: torch.Tensor,
-        low: float | torch.Tensor = -1.0,
-        high: float | torch.Tensor = 1.0,
+        low: float | torch.Tensor | None = None,
+        high: float | torch.Tensor | None = None,
         event_dims: int = 1,
         atol: float = 1e-6,
         rtol: float = 1e-6,
+        *,
+        min: float | torch.Tensor | None = None,  # TorchRL <= 0.4 keyword
+        max: float | torch.Tensor | None = None,
     ):
+        low, high = _low_high("TanhDelta", low, high, {"min": min, "max": max})
         self._bounds = _bounds(low, high, param)
         value = torch.tanh(param) * self._bounds.half + self._bounds.center
-        split = value.dim() - min(event_dims, value.dim())
+        split = value.dim() - (event_dims if event_dims < value.dim() else value.dim())
         super().__init__(
             value,
             atol=atol,
@@ -434,3 +477,6 @@ class NormalParamsWrapper(nn.Module):
         if not isinstance(out, tuple):
             out = (out,)
         return self.extractor(*out)
+
+
+NormalParamWrapper = NormalParamsWrapper  # TorchRL's seed-era spelling (v0.4-v0.6)

@@ -1,6 +1,7 @@
 """Models: plain ``nn.Module`` networks (MLP, ConvNet, dueling Q-nets, noisy layers) and
 recurrent TensorDict modules (``LSTMModule``, ``GRUModule``)."""
 
+from torchrl_lite.modules.models.ddpg import DdpgMlpActor, DdpgMlpQNet
 from torchrl_lite.modules.models.models import (
     MLP,
     ConvNet,
@@ -19,6 +20,8 @@ from torchrl_lite.modules.models.recurrent import (
 __all__ = [
     "MLP",
     "ConvNet",
+    "DdpgMlpActor",
+    "DdpgMlpQNet",
     "DuelingCnnDQNet",
     "DuelingMlpDQNet",
     "GRUModule",

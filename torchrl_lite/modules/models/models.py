@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from torchrl_lite.modules.models.noisy import NoisyLazyLinear, NoisyLinear
+from torchrl_lite.modules.models.utils import SquashDims
 
 __all__ = ["MLP", "ConvNet", "SquashDims", "DuelingCnnDQNet", "DuelingMlpDQNet"]
 
@@ -197,25 +198,6 @@ class MLP(nn.Sequential):
         return super().forward(x)
 
 
-class SquashDims(nn.Module):
-    """Flattens the last ``ndims_in`` dims into one (default 3: ``[*B, C, H, W] -> [*B, C*H*W]``).
-
-    Args:
-        ndims_in: number of trailing dims to flatten.
-
-    Example:
-        >>> SquashDims()(torch.zeros(2, 4, 3, 5, 5)).shape
-        torch.Size([2, 4, 75])
-    """
-
-    def __init__(self, ndims_in: int = 3):
-        super().__init__()
-        self.ndims_in = ndims_in
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.flatten(-self.ndims_in, -1)
-
-
 class ConvNet(nn.Module):
     """A stack of 2-d convolutions (each followed by an activation), then an aggregator.
 
@@ -299,6 +281,29 @@ class ConvNet(nn.Module):
         self.squeeze_output = squeeze_output
         self.in_features = in_features
         self.num_cells = cells
+
+    @staticmethod
+    def default_atari_dqn(num_actions: int) -> nn.Sequential:
+        """The Nature-DQN network (Mnih et al. 2015): 3 ReLU convolutions, then a 512-unit MLP.
+
+        Convolutions of 32, 64 and 64 channels, kernels 8, 4, 3 and strides 4, 2, 1 (lazy
+        input channels), then ``MLP`` with one hidden layer of 512 ReLU units and
+        ``num_actions`` outputs: ``[*B, C, 84, 84] -> [*B, num_actions]``.
+
+        Example:
+            >>> net = ConvNet.default_atari_dqn(6)
+            >>> net(torch.zeros(2, 4, 84, 84)).shape
+            torch.Size([2, 6])
+        """
+        return nn.Sequential(
+            ConvNet(
+                activation_class=nn.ReLU,
+                num_cells=[32, 64, 64],
+                kernel_sizes=[8, 4, 3],
+                strides=[4, 2, 1],
+            ),
+            MLP(activation_class=nn.ReLU, out_features=num_actions, num_cells=[512]),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() < 3:

@@ -368,6 +368,9 @@ class LSTMModule(_RecurrentModule):
         device: where to create the parameters.
         lstm: an existing ``nn.LSTM`` (batch_first=True) instead of the size arguments.
         default_recurrent_mode: the mode outside any ``set_recurrent_mode`` context.
+        python_based: TorchRL's switch to a pure-Python LSTM (same maths as ``nn.LSTM``,
+            for ``torch.vmap``/``torch.compile``); accepted for compatibility, the
+            outputs are ``nn.LSTM``'s either way.
 
     Example:
         >>> lstm = LSTMModule(input_size=3, hidden_size=8, in_key="obs", out_key="features")
@@ -401,6 +404,7 @@ class LSTMModule(_RecurrentModule):
         device=None,
         lstm: nn.LSTM | None = None,
         default_recurrent_mode: bool | None = None,
+        python_based: bool = False,
     ):
         super().__init__(
             input_size,
@@ -418,6 +422,7 @@ class LSTMModule(_RecurrentModule):
             lstm,
             default_recurrent_mode,
         )
+        self.python_based = bool(python_based)  # nn.LSTM runs either way (see Args)
 
     @property
     def lstm(self) -> nn.LSTM:
@@ -447,6 +452,8 @@ class GRUModule(_RecurrentModule):
         device: where to create the parameters.
         gru: an existing ``nn.GRU`` (batch_first=True) instead of the size arguments.
         default_recurrent_mode: the mode outside any ``set_recurrent_mode`` context.
+        python_based: TorchRL's switch to a pure-Python GRU; accepted for compatibility,
+            the outputs are ``nn.GRU``'s either way.
 
     Example:
         >>> gru = GRUModule(input_size=3, hidden_size=8, num_layers=2, in_key="obs", out_key="features")
@@ -475,6 +482,7 @@ class GRUModule(_RecurrentModule):
         device=None,
         gru: nn.GRU | None = None,
         default_recurrent_mode: bool | None = None,
+        python_based: bool = False,
     ):
         super().__init__(
             input_size,
@@ -492,6 +500,7 @@ class GRUModule(_RecurrentModule):
             gru,
             default_recurrent_mode,
         )
+        self.python_based = bool(python_based)  # nn.GRU runs either way (see Args)
 
     @property
     def gru(self) -> nn.GRU:

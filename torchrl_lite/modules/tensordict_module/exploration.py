@@ -128,6 +128,8 @@ class EGreedyModule(_Annealed):
         action_key: the action entry.
         action_mask_key: optional bool entry ``[*B, n]`` of allowed actions
             (``OneHot`` / ``Categorical`` specs).
+        device: move the spec and ``eps`` there (else they follow the actions' device at
+            the first call).
 
     Example:
         >>> from tensordict import TensorDict
@@ -150,6 +152,7 @@ class EGreedyModule(_Annealed):
         *,
         action_key=K.ACTION,
         action_mask_key=None,
+        device=None,
     ):
         super().__init__()
         for name, value in (("eps_init", eps_init), ("eps_end", eps_end)):
@@ -164,6 +167,9 @@ class EGreedyModule(_Annealed):
         self.action_key, self.action_mask_key = action_key, action_mask_key
         self.in_keys = [action_key] + ([action_mask_key] if action_mask_key is not None else [])
         self.out_keys = [action_key]
+        if device is not None:
+            self.to(device)
+            self._spec_on(torch.device(device))
 
     def _random_action(self, lead: torch.Size, tensordict: TensorDictBase) -> torch.Tensor:
         if self.action_mask_key is None:
@@ -194,7 +200,7 @@ class EGreedyModule(_Annealed):
             )
         n_draw = max(lead, tensordict.batch_dims)  # one draw per env / batch element
         draw = torch.rand(action.shape[:n_draw], device=action.device) < self.eps
-        draw = draw.reshape(*draw.shape, *[1] * (action.ndim - n_draw))
+        draw = draw.reshape(draw.shape + (1,) * (action.ndim - n_draw))  # [*lead, 1...]
         random = self._random_action(action.shape[:lead], tensordict).to(action.device)
         tensordict.set(self.action_key, torch.where(draw, random, action))
         return tensordict
