@@ -90,7 +90,10 @@ def _total(losses):
 
 # -- <name>_params / target_<name>_params ---------------------------------------------
 _LOSSES = {
-    "SAC": (lambda: SACLoss(_tanh_actor(), _qvalue(), num_qvalue_nets=2), ["actor_network", "qvalue_network"]),
+    "SAC": (
+        lambda: SACLoss(_tanh_actor(), _qvalue(), num_qvalue_nets=2),
+        ["actor_network", "qvalue_network"],
+    ),
     "TD3": (
         lambda: TD3Loss(
             Actor(MLP(OBS, ACT, num_cells=[16]), spec=Bounded(-1.0, 1.0, shape=(ACT,))),
@@ -99,7 +102,10 @@ _LOSSES = {
         ),
         ["actor_network", "qvalue_network"],
     ),
-    "DDPG": (lambda: DDPGLoss(Actor(MLP(OBS, ACT, num_cells=[16])), _qvalue()), ["actor_network", "value_network"]),
+    "DDPG": (
+        lambda: DDPGLoss(Actor(MLP(OBS, ACT, num_cells=[16])), _qvalue()),
+        ["actor_network", "value_network"],
+    ),
     "CQL": (lambda: CQLLoss(_tanh_actor(), _qvalue()), ["actor_network", "qvalue_network"]),
     "IQL": (
         lambda: IQLLoss(_tanh_actor(), _qvalue(), _value()),
@@ -188,7 +194,7 @@ def test_target_params_without_target_are_the_detached_online_values():
 def test_unknown_params_name_raises_attribute_error():
     loss = DQNLoss(QValueActor(nn.Linear(4, 2), action_space="one_hot"))
     with pytest.raises(AttributeError, match="actor_network_params"):
-        loss.actor_network_params
+        _ = loss.actor_network_params
 
 
 # -- convert_to_functional: a custom loss as in TorchRL's DDPG tutorial ---------------
@@ -282,7 +288,9 @@ def test_objectives_utils_reexports():
     assert default_value_kwargs(ValueEstimators.TDLambda) == {"gamma": 0.99, "lmbda": 0.95}
     # TorchRL's custom-loss idiom: the defaults, updated, given to make_value_estimator
     loss = DQNLoss(QValueActor(nn.Linear(4, 2), action_space="one_hot"))
-    loss.make_value_estimator(ValueEstimators.TD0, **{**default_value_kwargs(ValueEstimators.TD0), "gamma": 0.5})
+    loss.make_value_estimator(
+        ValueEstimators.TD0, **{**default_value_kwargs(ValueEstimators.TD0), "gamma": 0.5}
+    )
     assert loss.value_estimator.gamma == 0.5
     with pytest.raises(TypeError, match="ValueEstimators member"):
         default_value_kwargs("td0")
@@ -329,7 +337,9 @@ def test_dqn_action_space_bad_value_names_the_choices():
 # -- lazy networks ----------------------------------------------------------------------
 def test_lazy_network_with_target_says_to_materialize_first():
     qnet = QValueActor(MLP(out_features=3, num_cells=[8]), action_space="one_hot")
-    with pytest.raises(ValueError, match=r"value_network has uninitialized \(lazy\).*Run the network once"):
+    with pytest.raises(
+        ValueError, match=r"value_network has uninitialized \(lazy\).*Run the network once"
+    ):
         DQNLoss(qnet, delay_value=True)
     qnet(TensorDict(observation=torch.zeros(1, 4), batch_size=[1]))  # materialize, as advised
     loss = DQNLoss(qnet, delay_value=True)

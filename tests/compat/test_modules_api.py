@@ -72,8 +72,16 @@ def test_ddpg_networks_match_the_paper_and_train_with_ddpg_loss():
     qnet = ValueOperator(DdpgMlpQNet(), in_keys=["observation", "action"])
     with torch.no_grad():  # lazy layers: materialized before building the loss
         qnet(actor(env.reset()))
-    assert [(m.in_features, m.out_features) for m in _linears(actor)] == [(3, 400), (400, 300), (300, 1)]
-    assert [(m.in_features, m.out_features) for m in _linears(qnet)] == [(3, 400), (401, 300), (300, 1)]
+    assert [(m.in_features, m.out_features) for m in _linears(actor)] == [
+        (3, 400),
+        (400, 300),
+        (300, 1),
+    ]
+    assert [(m.in_features, m.out_features) for m in _linears(qnet)] == [
+        (3, 400),
+        (401, 300),
+        (300, 1),
+    ]
     assert all(isinstance(m, nn.ELU) for m in (actor.module[0].module.mlp[1], qnet.module.mlp1[1]))
     for last in (_linears(actor)[-1], _linears(qnet)[-1]):  # paper: last layers in ±3e-3
         assert float(last.weight.detach().abs().max()) <= 3e-3
@@ -159,5 +167,7 @@ def test_python_based_keyword_gives_the_same_outputs(cls):
     got = cls(input_size=3, hidden_size=5, in_key="obs", out_key="features", python_based=True)
     got.load_state_dict(ref.state_dict())
     assert got.python_based and not ref.python_based
-    td = TensorDict(obs=torch.randn(4, 3), is_init=torch.ones(4, 1, dtype=torch.bool), batch_size=[4])
+    td = TensorDict(
+        obs=torch.randn(4, 3), is_init=torch.ones(4, 1, dtype=torch.bool), batch_size=[4]
+    )
     torch.testing.assert_close(got(td.clone())["features"], ref(td.clone())["features"])

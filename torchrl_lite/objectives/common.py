@@ -56,7 +56,7 @@ from torchrl_lite._utils import missing_key_message
 from torchrl_lite.objectives._params import check_materialized, params_attribute, shared_with
 from torchrl_lite.objectives.ensemble import Ensemble
 from torchrl_lite.objectives.value import ValueEstimatorBase, ValueEstimators
-from torchrl_lite.objectives.value.advantages import _check_factor
+from torchrl_lite.objectives.value.advantages import _check_factor, default_value_kwargs
 
 __all__ = [
     "LossModule",
@@ -67,30 +67,8 @@ __all__ = [
     "default_value_kwargs",
 ]
 
-# estimator hyper-parameters used when neither the constructor nor the call gives them
-_DEFAULT_VALUE_KWARGS = {
-    ValueEstimators.TD0: {"gamma": 0.99},
-    ValueEstimators.TD1: {"gamma": 0.99},
-    ValueEstimators.TDLambda: {"gamma": 0.99, "lmbda": 0.95},
-    ValueEstimators.GAE: {"gamma": 0.99, "lmbda": 0.95},
-}
 # loss key names forwarded to the value estimator's keys of the same name
 _ESTIMATOR_KEYS = ("advantage", "value_target", "value", "reward", "done", "terminated")
-
-
-def default_value_kwargs(value_type: ValueEstimators) -> dict:
-    """The default hyper-parameters of a value estimator (a new dict), as the losses use them.
-
-    Example:
-        >>> default_value_kwargs(ValueEstimators.GAE)
-        {'gamma': 0.99, 'lmbda': 0.95}
-    """
-    if not isinstance(value_type, ValueEstimators):
-        raise TypeError(
-            f"default_value_kwargs: expected a ValueEstimators member "
-            f"({[v.name for v in ValueEstimators]}), got {value_type!r}."
-        )
-    return dict(_DEFAULT_VALUE_KWARGS[value_type])
 
 
 class _LossError(Exception):
@@ -395,7 +373,7 @@ class LossModule(nn.Module):
                 f"ValueEstimators member ({[v.name for v in ValueEstimators]}), got "
                 f"{value_type!r}."
             )
-        kwargs = {**_DEFAULT_VALUE_KWARGS[value_type], **self._value_kwargs, **hyperparams}
+        kwargs = {**default_value_kwargs(value_type), **self._value_kwargs, **hyperparams}
         if value_type not in (ValueEstimators.TDLambda, ValueEstimators.GAE):
             kwargs.pop("lmbda", None)
         kwargs.setdefault("value_network", self._value_estimator_network())

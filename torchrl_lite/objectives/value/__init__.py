@@ -8,6 +8,7 @@ from torchrl_lite.objectives.value.advantages import (
     TDLambdaEstimator,
     ValueEstimatorBase,
     ValueEstimators,
+    default_value_kwargs,
 )
 from torchrl_lite.objectives.value.functional import (
     generalized_advantage_estimate,
@@ -28,6 +29,7 @@ __all__ = [
     "TDLambdaEstimator",
     "ValueEstimatorBase",
     "ValueEstimators",
+    "default_value_kwargs",
     "generalized_advantage_estimate",
     "reward2go",
     "td0_advantage_estimate",

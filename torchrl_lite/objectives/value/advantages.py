@@ -42,6 +42,7 @@ __all__ = [
     "TDLambdaEstimator",
     "GAE",
     "ValueEstimators",
+    "default_value_kwargs",
 ]
 
 
@@ -472,3 +473,27 @@ class ValueEstimators(Enum):
             ValueEstimators.TDLambda: TDLambdaEstimator,
             ValueEstimators.GAE: GAE,
         }[self]
+
+
+# estimator hyper-parameters used when neither the constructor nor the call gives them
+_DEFAULT_VALUE_KWARGS = {
+    ValueEstimators.TD0: {"gamma": 0.99},
+    ValueEstimators.TD1: {"gamma": 0.99},
+    ValueEstimators.TDLambda: {"gamma": 0.99, "lmbda": 0.95},
+    ValueEstimators.GAE: {"gamma": 0.99, "lmbda": 0.95},
+}
+
+
+def default_value_kwargs(value_type: ValueEstimators) -> dict:
+    """The default hyper-parameters of a value estimator (a new dict), as the losses use them.
+
+    Example:
+        >>> default_value_kwargs(ValueEstimators.GAE)
+        {'gamma': 0.99, 'lmbda': 0.95}
+    """
+    if not isinstance(value_type, ValueEstimators):
+        raise TypeError(
+            f"default_value_kwargs: expected a ValueEstimators member "
+            f"({[v.name for v in ValueEstimators]}), got {value_type!r}."
+        )
+    return dict(_DEFAULT_VALUE_KWARGS[value_type])
