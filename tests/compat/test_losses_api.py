@@ -384,3 +384,22 @@ def test_ppo_coeff_spelling_equals_coef():
         torch.testing.assert_close(have[key], want[key])
     with pytest.raises(TypeError, match="both entropy_coef=0.1 and entropy_coeff=0.2"):
         ClipPPOLoss(actor, critic, entropy_coef=0.1, entropy_coeff=0.2)
+
+
+@pytest.mark.gpu
+def test_params_follow_the_loss_to_cuda():
+    """TorchRL scripts move the loss first, then build the optimizers from ``*_params``."""
+    torch.manual_seed(0)
+    loss = SACLoss(_tanh_actor(), _qvalue(), num_qvalue_nets=2).to("cuda")
+    opt = torch.optim.Adam(_leaves(loss.actor_network_params), lr=1e-2)
+    assert all(p.is_cuda for p in _leaves(loss.actor_network_params))
+    assert all(t.is_cuda for t in _leaves(loss.target_qvalue_network_params))
+    before = [p.detach().clone() for p in loss.actor_network.parameters()]
+    loss(_batch().to("cuda"))["loss_actor"].backward()
+    opt.step()
+    assert not all(torch.equal(a, b) for a, b in zip(before, loss.actor_network.parameters()))
+    SoftUpdate(loss, tau=1.0).step()
+    for t, p in zip(
+        _leaves(loss.target_qvalue_network_params), _leaves(loss.qvalue_network_params)
+    ):
+        torch.testing.assert_close(t, p.detach())

@@ -15,6 +15,7 @@ from tensordict import TensorDict
 from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequential
 from torch import nn
 
+from torchrl_lite.data import Categorical
 from torchrl_lite.envs import GymEnv, PendulumEnv
 from torchrl_lite.modules import (
     ConvNet,
@@ -171,3 +172,12 @@ def test_python_based_keyword_gives_the_same_outputs(cls):
         obs=torch.randn(4, 3), is_init=torch.ones(4, 1, dtype=torch.bool), batch_size=[4]
     )
     torch.testing.assert_close(got(td.clone())["features"], ref(td.clone())["features"])
+
+
+@pytest.mark.gpu
+def test_egreedy_device_cuda():
+    explore = EGreedyModule(Categorical(3), eps_init=1.0, device="cuda")
+    assert explore.eps.is_cuda and explore.spec.device.type == "cuda"
+    td = TensorDict(action=torch.tensor(0, device="cuda"))
+    with set_exploration_type(ExplorationType.RANDOM):
+        assert explore(td)["action"].is_cuda
