@@ -22,6 +22,7 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Categorical, Composite, TensorSpec, Unbounded, _size
+from torchrl_lite.envs._action_bounds import check_action_value, check_batch_bounds
 from torchrl_lite.envs._rollout import _RolloutRecorder
 from torchrl_lite.envs.utils import step_mdp
 
@@ -29,6 +30,8 @@ __all__ = ["EnvBase"]
 
 # the "kind" of each env state_dict: EnvBase, TransformedEnv, SerialEnv, ParallelEnv, GymWrapper
 _STATE_KINDS = ("generic", "transformed", "serial", "none", "gym")
+_SPEC_CHECKS = ("first", "always", "never", "strict")
+_CHECK_ONCE = ("first", "strict")  # spec_check values that check the first step only
 
 
 class EnvBase:
@@ -39,7 +42,10 @@ class EnvBase:
         batch_size: leading dims of every tensor the env produces (``[]`` for one env).
         spec_check: ``"first"`` (default) validates the action against ``action_spec`` on
             the first ``step`` and the first step of each rollout; ``"always"`` on every
-            step; ``"never"`` skips the check.
+            step; ``"never"`` skips the check. A float action beyond a ``Bounded`` spec
+            warns once (and is passed on: the env may clip it), also when it happens on
+            a later step of a rollout or collector batch; ``"strict"`` (checks as
+            ``"first"``) raises instead. Wrong shapes, dtypes and discrete values raise.
 
     Example:
         >>> from torchrl_lite.envs import PendulumEnv
@@ -63,8 +69,10 @@ class EnvBase:
 
     # -- construction and specs ------------------------------------------------------
     def __init__(self, *, device=None, batch_size=None, spec_check: str = "first"):
-        if spec_check not in ("first", "always", "never"):
-            raise ValueError(f"spec_check must be 'first', 'always' or 'never', got {spec_check!r}")
+        if spec_check not in _SPEC_CHECKS:
+            raise ValueError(
+                f"spec_check must be one of {list(_SPEC_CHECKS)}, got {spec_check!r}"
+            )
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.batch_size = _size(batch_size)
         self.spec_check = spec_check
@@ -131,6 +139,21 @@ class EnvBase:
             self.full_action_spec = Composite(
                 {K.ACTION: self._with_batch(spec)}, shape=self.batch_size, device=self.device
             )
+
+    @property
+    def action_spec_unbatched(self) -> TensorSpec:
+        """``action_spec`` without the env's batch dims (the spec of one sub-env's action)."""
+        return _unbatched(self.action_spec, self.batch_size)
+
+    @property
+    def full_action_spec_unbatched(self) -> Composite:
+        """``full_action_spec`` without the env's batch dims."""
+        return _unbatched(self.full_action_spec, self.batch_size)
+
+    @property
+    def observation_spec_unbatched(self) -> Composite:
+        """``observation_spec`` without the env's batch dims."""
+        return _unbatched(self.full_observation_spec, self.batch_size)
 
     @property
     def reward_key(self):
@@ -299,8 +322,8 @@ class EnvBase:
                     raise ValueError(
                         f"Action {key!r} has shape {list(value.shape)}, expected {list(spec.shape)} from {spec}."
                     )
-            spec.assert_is_in(value, key=key)
-        self._checked_action = self.spec_check == "first"
+            check_action_value(self, key, spec, value)
+        self._checked_action = self.spec_check in _CHECK_ONCE
 
     def step_and_maybe_reset(
         self, tensordict: TensorDictBase
@@ -447,7 +470,9 @@ class EnvBase:
                 if batch_dims:
                     td.set(K.RESET, done.clone())
                 td = self.reset(td)
-        return recorder.result(td.batch_size, td.device)
+        out = recorder.result(td.batch_size, td.device)
+        check_batch_bounds(self, out, time_dim=batch_dims)  # an overshoot on any step
+        return out
 
     # -- life cycle ------------------------------------------------------------------
     def close(self) -> None:
@@ -461,6 +486,22 @@ class EnvBase:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(batch_size={list(self.batch_size)}, device={self.device})"
+
+
+def _unbatched(spec, batch_size: torch.Size):
+    """The spec of one sub-env: the spec without its leading ``batch_size`` dims."""
+    nb = len(batch_size)
+    if isinstance(spec, Composite):
+        out = Composite(shape=spec.shape[nb:], device=spec.device)
+        for key in spec.keys():
+            entry = spec[key]
+            out[key] = None if entry is None else _unbatched(entry, batch_size)
+        return out
+    params = {
+        k: v[(0,) * nb] if isinstance(v, torch.Tensor) and v.shape == spec.shape else v
+        for k, v in spec._params().items()
+    }
+    return type(spec)(**params, shape=spec.shape[nb:], device=spec.device, dtype=spec.dtype)
 
 
 def _get(tensordict: TensorDictBase, key: str):

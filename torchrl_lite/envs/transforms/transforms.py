@@ -21,6 +21,7 @@ env's names). A new transform is a small subclass that overrides what it needs:
 from __future__ import annotations
 
 import copy
+import functools
 import weakref
 
 import torch
@@ -290,6 +291,40 @@ class Transform(nn.Module):
         if self.in_keys_inv:
             text += f", in_keys_inv={self.in_keys_inv}, out_keys_inv={self.out_keys_inv}"
         return text
+
+
+def _apply_to_composite(function):
+    """Decorate a spec hook written for one leaf spec so that it maps each in_key's spec.
+
+    TorchRL's idiom for custom transforms: ``transform_observation_spec(self, spec)``
+    written for a leaf spec, decorated with ``@_apply_to_composite``, is called with the
+    spec of each ``in_key`` (a clone) and its result is set at the matching ``out_key``;
+    given a leaf spec directly, it is called on it.
+
+    Example:
+        >>> from torchrl_lite.data import Composite, Unbounded
+        >>> class Twice(Transform):
+        ...     def _apply_transform(self, x):
+        ...         return torch.cat([x, x], -1)
+        ...     @_apply_to_composite
+        ...     def transform_observation_spec(self, spec):
+        ...         return Unbounded((*spec.shape[:-1], 2 * spec.shape[-1]))
+        >>> spec = Composite(observation=Unbounded((3,)))
+        >>> Twice(in_keys=["observation"]).transform_observation_spec(spec)["observation"].shape
+        torch.Size([6])
+    """
+
+    @functools.wraps(function)
+    def apply(self, spec):
+        if not isinstance(spec, Composite):
+            return function(self, spec)
+        present = {_as_tuple(k) for k in spec.keys(True, True)}
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            if _as_tuple(in_key) in present:
+                spec[out_key] = function(self, spec[in_key].clone())
+        return spec
+
+    return apply
 
 
 def _bind(transform: Transform, env) -> None:
