@@ -7,7 +7,9 @@ three hooks:
   ``tensordict`` may carry ``"_reset"`` (a ``[*batch, 1]`` bool mask) for partial resets.
 * ``_step(tensordict) -> TensorDict`` — reads ``"action"`` and returns the step's result:
   observations, ``"reward"``, ``"done"``, ``"terminated"``, ``"truncated"``. It must return
-  new tensors (never modify the ones it returned earlier in place).
+  new tensors (never modify the ones it returned earlier in place). A ``_step`` that
+  writes only ``"done"`` gets ``terminated = done`` and ``truncated = False`` (one that
+  writes only ``"terminated"``, ``done = terminated | truncated``), as in TorchRL.
 * ``_set_seed(seed: int) -> None``.
 
 Everything else (``reset``, ``step``, ``step_and_maybe_reset``, ``rollout``, spec checks,
@@ -15,6 +17,8 @@ Everything else (``reset``, ``step``, ``step_and_maybe_reset``, ``rollout``, spe
 """
 
 from __future__ import annotations
+
+import weakref
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -86,6 +90,9 @@ class EnvBase:
             reward=Unbounded(self.batch_size + (1,), device=self.device), shape=self.batch_size
         )
         self.full_done_spec = self._default_done_spec()
+        # the first _step call goes through a probe that fills the done flags a _step
+        # leaves out (see _StepProbe); after it, _step is the class's own (or a filler)
+        self._step = _StepProbe(self)
 
     def _default_done_spec(self) -> Composite:
         flag = Categorical(2, self.batch_size + (1,), device=self.device, dtype=torch.bool)
@@ -267,7 +274,9 @@ class EnvBase:
         """Reset the env and return a TensorDict with the first observation and done flags.
 
         If ``tensordict`` holds ``"_reset"`` (bool, ``[*batch, 1]``), only those sub-envs
-        are reset and the other entries keep their values from ``tensordict``.
+        are reset and the other entries keep their values from ``tensordict``. A given
+        ``tensordict`` is updated in place with the reset's entries (its ``"_reset"``
+        removed) and returned, as in TorchRL.
         """
         self._check_open("reset")
         if kwargs:
@@ -281,8 +290,8 @@ class EnvBase:
         self._fill_done(out)
         if reset_mask is not None and not bool(reset_mask.all()):
             out = _merge_partial(tensordict, out, reset_mask)
-        elif tensordict is not None:
-            out = _overlay(tensordict, out)
+        if tensordict is not None:
+            out = _update_in_place(tensordict, out)
         self._is_reset = True
         return out
 
@@ -488,6 +497,84 @@ class EnvBase:
         return f"{type(self).__name__}(batch_size={list(self.batch_size)}, device={self.device})"
 
 
+class _StepProbe:
+    """An env's ``_step`` until its first call: an instance attribute shadowing the
+    class's method. It runs the real ``_step`` and looks at the result once: when done
+    flags the done spec declares are missing, it fills them and leaves a ``_FlagFiller``
+    in its place; otherwise it removes itself (no cost on later steps). Everything that
+    steps an env (``step``, ``rollout``, batched envs, collectors) calls ``env._step``."""
+
+    __slots__ = ("env", "after")
+
+    def __init__(self, env: EnvBase):
+        # a weak reference: the env holds the probe, and must stay collectable without
+        # the cycle collector (a dropped ParallelEnv stops its workers at once)
+        self.env, self.after = weakref.ref(env), None
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self.after is not None:  # a caller kept a reference to the probe (a collector batch)
+            return self.after(tensordict)
+        env = self.env()
+        out = type(env)._step(env, tensordict)
+        declared = {k for k in env.full_done_spec.keys() if isinstance(k, str)}
+        missing = tuple(k for k in K.DONE_KEYS if k in declared and out.get(k, None) is None)
+        if missing:
+            self.after = filler = _FlagFiller(env, missing)
+            out = filler.fill(out)
+        else:
+            self.after = _ClassStep(env)
+        if env.__dict__.get("_step") is self:
+            if missing:
+                env.__dict__["_step"] = self.after
+            else:
+                del env.__dict__["_step"]
+        return out
+
+
+class _ClassStep:
+    """The class's ``_step`` of an env, held weakly (for callers that kept the probe)."""
+
+    __slots__ = ("env",)
+
+    def __init__(self, env: EnvBase):
+        self.env = weakref.ref(env)
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        env = self.env()
+        return type(env)._step(env, tensordict)
+
+
+class _FlagFiller:
+    """``_step`` plus the done flags it leaves out (``terminated = done``,
+    ``truncated = False``, or ``done = terminated | truncated``)."""
+
+    __slots__ = ("env", "step", "missing")
+
+    def __init__(self, env: EnvBase, missing: tuple):
+        self.env, self.step, self.missing = weakref.ref(env), type(env)._step, missing
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return self.fill(self.step(self.env(), tensordict))
+
+    def fill(self, out: TensorDictBase) -> TensorDictBase:
+        missing = self.missing
+        if K.DONE in missing:
+            term, trunc = out.get(K.TERMINATED, None), out.get(K.TRUNCATED, None)
+            if term is None and trunc is None:
+                raise KeyError(
+                    "_step returned none of 'done', 'terminated', 'truncated'; it must write "
+                    f"at least 'done'. Returned keys: {list(out.keys(True, True))}"
+                )
+            done = term if trunc is None else (trunc if term is None else term | trunc)
+            out.set(K.DONE, done.clone())
+        done = out.get(K.DONE)
+        if K.TERMINATED in missing:
+            out.set(K.TERMINATED, done.clone())
+        if K.TRUNCATED in missing:
+            out.set(K.TRUNCATED, torch.zeros_like(done))
+        return out
+
+
 def _unbatched(spec, batch_size: torch.Size):
     """The spec of one sub-env: the spec without its leading ``batch_size`` dims."""
     nb = len(batch_size)
@@ -540,21 +627,21 @@ def _set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
         tensordict.set(K.NEXT, next_td)
 
 
-def _overlay(previous: TensorDictBase, reset_out: TensorDictBase) -> TensorDictBase:
-    """A new TensorDict: ``previous`` without ``"_reset"``/``"next"``, updated with
-    ``reset_out`` (``previous`` itself is left as it was)."""
+def _update_in_place(previous: TensorDictBase, reset_out: TensorDictBase) -> TensorDictBase:
+    """``previous`` without ``"_reset"``, updated in place with ``reset_out``; returned."""
     if not _plain_pair(previous, reset_out):
-        return previous.exclude(K.RESET, K.NEXT).update(reset_out)
-    # the same as exclude + update, on the dicts: this runs at every auto-reset
-    entries = {k: v for k, v in previous._tensordict.items() if k not in _NOT_CARRIED}
+        previous.pop(K.RESET, None)
+        return previous.update(reset_out)
+    # the same as pop + update, on the dicts: this runs at every auto-reset
+    store = previous._tensordict
+    store.pop(K.RESET, None)
     for key, value in reset_out._tensordict.items():
-        old = entries.get(key)
+        old = store.get(key)
         if isinstance(old, TensorDictBase) and isinstance(value, TensorDictBase):
-            value = old.copy().update(value)
-        entries[key] = value
-    return TensorDict._new_unsafe(
-        entries, batch_size=previous.batch_size, device=previous.device, nested=False
-    )
+            old.update(value)
+        else:
+            store[key] = value
+    return previous
 
 
 _NOT_CARRIED = frozenset({K.RESET, K.NEXT})

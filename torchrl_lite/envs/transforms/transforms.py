@@ -133,6 +133,15 @@ class Transform(nn.Module):
         """
         return []
 
+    def _shared_state(self) -> TensorDictBase | None:
+        """State that copies of this transform in other processes may share (``EnvCreator``
+        puts it in shared memory): a TensorDict updated in place, or None."""
+        return None
+
+    def _use_shared_state(self, state: TensorDictBase) -> None:
+        """Use ``state`` (what another copy's ``_shared_state`` returned) as this one's."""
+        raise TypeError(f"{type(self).__name__} has no state to share")
+
     def _attach(self, specs: EnvSpecs) -> None:
         """Check the keys against the parent env's specs (and resolve defaults in subclasses)."""
         require_keys(self, self.in_keys, specs.output_keys())
