@@ -126,12 +126,22 @@ def check_env_specs(
     """Run a short random rollout and check every entry against the env's specs.
 
     Raises ``ValueError`` naming the first key whose presence, shape, dtype or values do
-    not match, or a key that the rollout has and no spec declares (or the reverse).
+    not match, or a key that the rollout has and no spec declares (or the reverse), or a
+    transform the env skips because none of its keys is there.
 
     Example:
         >>> from torchrl_lite.envs import PendulumEnv
         >>> check_env_specs(PendulumEnv())
     """
+    from torchrl_lite.envs.transforms.transformed_env import skipped_transforms
+
+    skipped = skipped_transforms(env)
+    if skipped:
+        raise ValueError(
+            "check_env_specs: transforms are skipped because none of their keys is in the "
+            "env they transform: "
+            + "; ".join(reason for _, reason in skipped)
+        )
     if seed is not None:
         env.set_seed(seed)
     rollout = env.rollout(max_steps, return_contiguous=return_contiguous, break_when_any_done=False)

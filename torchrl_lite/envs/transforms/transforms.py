@@ -31,6 +31,7 @@ from torch import nn
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Composite, TensorSpec
 from torchrl_lite.envs.transforms._utils import (  # noqa: F401  (re-exported for transforms)
+    AbsentKeyError,
     EnvSpecs,
     _as_tuple,
     _norm_key,
@@ -61,6 +62,9 @@ class Transform(nn.Module):
         >>> Double(in_keys=["observation"])(TensorDict({"observation": torch.ones(2)}, []))["observation"]
         tensor([2., 2.])
     """
+
+    # why the env skips this transform (none of its keys is in the env's specs), or None
+    _absent: str | None = None
 
     def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
         super().__init__()
