@@ -73,7 +73,10 @@ class TransformedEnv(EnvBase):
     # -- the contract ----------------------------------------------------------------
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         base = self.base_env
-        tensordict_reset = base._reset(tensordict)
+        tensordict_in = tensordict
+        for t in self._reset_pre:
+            tensordict_in = t._reset_env_preprocess(tensordict_in)
+        tensordict_reset = base._reset(tensordict_in)
         base._fill_done(tensordict_reset)
         base._is_reset = True
         for t in self._active:
@@ -229,6 +232,11 @@ class TransformedEnv(EnvBase):
     def _install(self, transforms: list, chain: list) -> None:
         self._transforms = tuple(transforms)
         self._active = tuple(t for t in transforms if t._absent is None)  # what steps run
+        base_hook = Transform._reset_env_preprocess
+        self._reset_pre = tuple(
+            t for t in self._active if type(t)._reset_env_preprocess is not base_hook
+        )
+        self.batch_size = chain[-1].batch_size  # BatchSizeTransform may change it
         self._inv_transforms = tuple(t for t in reversed(self._active) if t._has_inverse())
         self._chain = chain
         self._views = {}

@@ -104,6 +104,11 @@ class Transform(nn.Module):
         """After a step: ``tensordict`` is the step's input, ``next_tensordict`` its output."""
         return self._call(next_tensordict)
 
+    def _reset_env_preprocess(self, tensordict: TensorDictBase | None) -> TensorDictBase | None:
+        """Before the wrapped env resets: the TensorDict its ``_reset`` gets (e.g. one of
+        another batch size, ``BatchSizeTransform``); identity by default."""
+        return tensordict
+
     def _reset(
         self, tensordict: TensorDictBase | None, tensordict_reset: TensorDictBase
     ) -> TensorDictBase:
