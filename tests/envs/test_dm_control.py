@@ -271,14 +271,20 @@ def test_dm_control_wrapper_rejects_bad_input():
         DMControlWrapper(_raw(0), from_pixels=True, render_kwargs={"heigth": 32})
 
 
-def test_dm_control_action_out_of_bounds_rejected():
+def test_dm_control_action_out_of_bounds_warns_or_strict_raises():
     from torchrl_lite.envs import DMControlEnv
+    from torchrl_lite.envs.utils import ActionBoundsWarning
 
     env = DMControlEnv("cartpole", "swingup")
     td = env.reset()
     td["action"] = torch.tensor([2.0], dtype=torch.float64)
+    with pytest.warns(ActionBoundsWarning, match="'action'.*max 2"):
+        env.step(td)  # passed on: dm_control clips it
+    strict = DMControlEnv("cartpole", "swingup", spec_check="strict")
+    td = strict.reset()
+    td["action"] = torch.tensor([2.0], dtype=torch.float64)
     with pytest.raises(ValueError, match="action"):
-        env.step(td)
+        strict.step(td)
 
 
 def test_dm_control_docstring_examples():

@@ -203,13 +203,20 @@ def test_pendulum_rollout_batch_of_8(how):
     assert torch.equal(rollout["next", "th"][:, :-1], rollout["th"][:, 1:])
 
 
-def test_pendulum_action_out_of_bounds_raises():
+def test_pendulum_action_out_of_bounds_warns_or_strict_raises():
+    from torchrl_lite.envs.utils import ActionBoundsWarning
+
     env = PendulumEnv(seed=0)
     td = env.reset()
     td["action"] = torch.tensor([2.5])
+    with pytest.warns(ActionBoundsWarning, match="'action'.*max 2.5"):
+        env.step(td)  # passed on: the env clips torques as gymnasium does
+    strict = PendulumEnv(seed=0, spec_check="strict")
+    td = strict.reset()
+    td["action"] = torch.tensor([2.5])
     with pytest.raises(ValueError, match="action"):
-        env.step(td)
-    batched = PendulumEnv(seed=0)
+        strict.step(td)
+    batched = PendulumEnv(seed=0, spec_check="strict")
     td = batched.reset(TensorDict(batch_size=[3]))
     td["action"] = torch.tensor([[0.0], [-2.1], [1.0]])
     with pytest.raises(ValueError, match="action"):

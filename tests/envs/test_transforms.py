@@ -133,14 +133,26 @@ def test_insert_transform_not_a_transform():
 
 
 def test_transform_with_in_keys_missing_from_specs():
-    with pytest.raises(KeyError) as err:
-        TransformedEnv(CountingEnv(), ObservationNorm(loc=0.0, scale=1.0, in_keys=["observaton"]))
-    text = str(err.value)
+    # none of its keys there: skipped as in TorchRL, with a warning; check_env_specs raises
+    with pytest.warns(UserWarning, match="skipped") as record:
+        env = TransformedEnv(
+            CountingEnv(), ObservationNorm(loc=0.0, scale=1.0, in_keys=["observaton"])
+        )
+    text = str(record[0].message)
     assert (
         "'observaton'" in text and "Available keys" in text and "Did you mean 'observation'" in text
     )
-    with pytest.raises(KeyError, match="'pixels'.*Available keys"):
+    assert env.rollout(2)["observation"].flatten().tolist() == [0.0, 1.0]  # untouched
+    with pytest.raises(ValueError, match="skipped.*'observaton'"):
+        check_env_specs(env)
+    with pytest.warns(UserWarning, match="'pixels'.*Available keys"):
         TransformedEnv(GymEnv("CartPole-v1"), ToTensorImage())
+    # some of its keys missing: an error
+    with pytest.raises(KeyError, match="'observaton'.*Available keys"):
+        TransformedEnv(
+            CountingEnv(),
+            ObservationNorm(loc=0.0, scale=1.0, in_keys=["observation", "observaton"]),
+        )
 
 
 def test_append_invalid_transform_leaves_env_unchanged():
@@ -149,15 +161,18 @@ def test_append_invalid_transform_leaves_env_unchanged():
     )
     spec_before = env.observation_spec.clone()
     with pytest.raises(KeyError, match="'obs'"):
-        env.append_transform(RewardScaling(0.0, 1.0, in_keys=["obs"]))
-    # a transform that breaks a later one: ObservationNorm needs "observation"
-    with pytest.raises(KeyError, match="ObservationNorm.*'observation'"):
-        env.insert_transform(0, RenameTransform(["observation"], ["obs"]))
+        env.append_transform(RewardScaling(0.0, 1.0, in_keys=["reward", "obs"]))
     assert len(env.transform) == 1 and env.observation_spec == spec_before
     assert env.transform[0].container is env
     torch.testing.assert_close(
         env.rollout(2)["next", "observation"], torch.tensor([[3.0], [5.0]])
     )  # x * 2 + 1
+    # a transform that takes a later one's key away: the later one is skipped (TorchRL's
+    # rule), with a warning, and check_env_specs raises
+    with pytest.warns(UserWarning, match="ObservationNorm.*'observation'.*skipped"):
+        env.insert_transform(0, RenameTransform(["observation"], ["obs"]))
+    with pytest.raises(ValueError, match="ObservationNorm"):
+        check_env_specs(env)
 
 
 def test_transform_parent_is_env_before_it():

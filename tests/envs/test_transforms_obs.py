@@ -189,7 +189,7 @@ def test_observationnorm_default_keys():
     )
     assert pixels_only.transform[2].in_keys == ["pixels"]
     check_env_specs(pixels_only)
-    with pytest.raises(KeyError, match="'observation'.*Available keys"):
+    with pytest.warns(UserWarning, match="'observation'.*Available keys.*skipped"):
         TransformedEnv(
             CountingEnv(),
             Compose(RenameTransform(["observation"], ["obs"]), ObservationNorm(loc=0.0, scale=1.0)),

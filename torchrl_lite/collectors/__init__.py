@@ -14,6 +14,7 @@ from torchrl_lite.collectors.multi import (
     MultiSyncDataCollector,
 )
 from torchrl_lite.collectors.utils import split_trajectories
+from torchrl_lite.envs.utils import RandomPolicy
 
 __all__ = [
     "Collector",
@@ -22,6 +23,7 @@ __all__ = [
     "MultiSyncCollector",
     "MultiSyncDataCollector",
     "MultiaSyncDataCollector",
+    "RandomPolicy",
     "SyncDataCollector",
     "split_trajectories",
 ]

@@ -26,6 +26,27 @@ def policy_weights(policy) -> TensorDictBase | None:
     return TensorDict.from_module(policy).data
 
 
+def has_lazy_params(policy) -> bool:
+    """True if ``policy`` is a module with uninitialised (lazy) parameters or buffers."""
+    if not isinstance(policy, nn.Module):
+        return False
+    tensors = (*policy.parameters(), *policy.buffers())
+    return any(isinstance(t, nn.parameter.UninitializedTensorMixin) for t in tensors)
+
+
+def materialize_lazy(policy, env) -> None:
+    """Run ``policy`` once (without gradients) on ``env.reset()``, so that its lazy layers
+    (``nn.LazyLinear``, ...) get their shapes, as TorchRL's collectors do at construction."""
+    with torch.no_grad():
+        policy(env.reset())
+    if has_lazy_params(policy):
+        raise ValueError(
+            f"The policy still has uninitialised (lazy) parameters after a call on the env's "
+            f"reset() output (keys {sorted(map(str, env.observation_spec.keys(True, True)))}); "
+            "check that its in_keys reach every lazy layer."
+        )
+
+
 def flat_weights(weights, owner: str) -> dict:
     """``{"dotted.name": tensor}`` from a TensorDict, a module or a ``state_dict``."""
     if isinstance(weights, nn.Module):

@@ -24,9 +24,20 @@ from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.collectors._args import check_int, check_policy, make_env, param_device
 from torchrl_lite.collectors._base import DataCollectorBase
-from torchrl_lite.collectors._policy import copy_weights, policy_weights, recurrent_specs
+from torchrl_lite.collectors._policy import (
+    copy_weights,
+    has_lazy_params,
+    materialize_lazy,
+    policy_weights,
+    recurrent_specs,
+)
 from torchrl_lite.collectors._recorder import _Recorder
-from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
+from torchrl_lite.envs.utils import (
+    ExplorationType,
+    check_action_value,
+    check_batch_bounds,
+    set_exploration_type,
+)
 
 __all__ = ["DataCollectorBase", "SyncDataCollector", "Collector"]
 
@@ -131,6 +142,8 @@ class SyncDataCollector(DataCollectorBase):
             self.exploration_type = exploration_type
             self.reset_at_each_iter = bool(reset_at_each_iter)
             self.reset_when_done = bool(reset_when_done)
+            if has_lazy_params(policy):  # lazy layers get their shapes from one reset
+                materialize_lazy(check_policy(policy, owner), env)
             self._set_devices(policy, device, storing_device, policy_device, env_device)
             self._set_layout()
         except BaseException:
@@ -239,7 +252,10 @@ class SyncDataCollector(DataCollectorBase):
         if check:
             self._checked = True
         self._td = td
-        return rec.result(env.batch_size, self.storing_device)
+        batch = rec.result(env.batch_size, self.storing_device)
+        if use_policy:  # an action beyond its bounds on any step (random ones are in)
+            check_batch_bounds(env, batch, time_dim=len(env.batch_size))
+        return batch
 
     def _policy_call(self, td: TensorDictBase) -> TensorDictBase:
         if self._cast:
@@ -355,7 +371,7 @@ class SyncDataCollector(DataCollectorBase):
                 problem = f"shape {list(value.shape)} differs from the spec's {list(spec.shape)}"
             else:
                 try:
-                    spec.assert_is_in(value, key=key)
+                    check_action_value(self.env, key, spec, value)  # a float overshoot warns
                 except ValueError as err:
                     problem = str(err)
             if problem is not None:

@@ -35,6 +35,7 @@ import functools
 import multiprocessing
 import multiprocessing.connection
 import os
+import warnings
 import weakref
 
 import torch
@@ -49,7 +50,12 @@ from torchrl_lite._mp import (
 )
 from torchrl_lite.collectors._args import check_int, check_policy
 from torchrl_lite.collectors._base import DataCollectorBase
-from torchrl_lite.collectors._policy import copy_weights, policy_weights
+from torchrl_lite.collectors._policy import (
+    copy_weights,
+    has_lazy_params,
+    materialize_lazy,
+    policy_weights,
+)
 from torchrl_lite.collectors._worker import _worker_main
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.utils import ExplorationType
@@ -83,16 +89,50 @@ def _factories(owner: str, create_env_fn, num_workers, create_env_kwargs) -> lis
     if not fns:
         raise ValueError(f"{owner}: create_env_fn is an empty list; give at least one constructor.")
     for fn in fns:
-        if isinstance(fn, EnvBase) or not callable(fn):
-            hint = " Pass a factory, e.g. `lambda: GymEnv(...)`, not a live env." * isinstance(
-                fn, EnvBase
-            )
+        if isinstance(fn, EnvBase):
+            _check_shippable(owner, fn)
+        elif not callable(fn):
             raise TypeError(
-                f"{owner}: create_env_fn must hold zero-argument callables returning envs, got "
-                f"{fn!r} ({type(fn).__name__}).{hint}"
+                f"{owner}: create_env_fn must hold envs or zero-argument callables returning "
+                f"envs, got {fn!r} ({type(fn).__name__})."
             )
+    instances = [fn for fn in fns if isinstance(fn, EnvBase)]
+    if len({id(fn) for fn in instances}) < len(instances):
+        warnings.warn(
+            f"{owner}: the same env instance is given to several workers; each worker runs "
+            "its own copy, and the copies start from the same RNG state (identical data) "
+            "until you call collector.set_seed(seed).",
+            stacklevel=3,
+        )
     kwargs = _per_worker(owner, "create_env_kwargs", create_env_kwargs, len(fns))
-    return [functools.partial(fn, **kw) if kw else fn for fn, kw in zip(fns, kwargs)]
+    factories = []
+    for fn, kw in zip(fns, kwargs):
+        if isinstance(fn, EnvBase):
+            if kw:
+                raise ValueError(f"{owner}: create_env_kwargs needs constructors, not env instances")
+            fn = functools.partial(_given_env, fn)  # each worker gets its copy of it
+        factories.append(functools.partial(fn, **kw) if kw else fn)
+    return factories
+
+
+def _given_env(env: EnvBase) -> EnvBase:
+    return env
+
+
+def _check_shippable(owner: str, env: EnvBase) -> None:
+    """An env instance goes to a worker as a copy (forked or pickled): not one that runs
+    processes of its own or is closed."""
+    if env.is_closed:
+        raise ValueError(f"{owner}: the env {env!r} is closed")
+    inner = env
+    while inner is not None:
+        if getattr(inner, "worker_pids", None):
+            raise TypeError(
+                f"{owner}: {type(inner).__name__} instances run worker processes and cannot be "
+                "copied into a collector worker; pass a constructor, e.g. "
+                "`lambda: ParallelEnv(...)`."
+            )
+        inner = getattr(inner, "base_env", None)
 
 
 def _per_worker(owner: str, name: str, value, n: int) -> list:
@@ -149,6 +189,12 @@ class _MultiDataCollector(DataCollectorBase):
         per_batch = self._frames_per_worker(frames_per_batch, n)
         check_int("num_sub_threads", num_sub_threads, 1, owner)
         self.policy = check_policy(policy, owner)
+        if has_lazy_params(self.policy):  # lazy layers get their shapes from one reset
+            env = factories[0]()
+            try:
+                materialize_lazy(self.policy, env)
+            finally:
+                env.close()
         weights = policy_weights(self.policy)
         if weights is not None:
             weights = weights.apply(lambda t: t.detach().to("cpu", copy=True)).share_memory_()

@@ -49,6 +49,7 @@ def split_trajectories(
     prefix=None,
     trajectory_key=None,
     done_key=None,
+    as_nested=False,
 ) -> TensorDictBase:
     """Split a ``[*B, T]`` batch of steps into ``[n_traj, max_len]`` zero-padded trajectories.
 
@@ -66,6 +67,9 @@ def split_trajectories(
             written next to it.
         done_key: the done flags used when there are no trajectory ids (default
             ``("next", "done")``).
+        as_nested: return ``[n_traj]`` TensorDict whose leaves are nested tensors (one
+            unpadded trajectory each, no mask) instead of padding; a ``torch.layout``
+            (``torch.strided``, ``torch.jagged``) picks the nested layout.
 
     Example:
         >>> td = TensorDict({"obs": torch.arange(6.).reshape(2, 3),
@@ -97,6 +101,8 @@ def split_trajectories(
     n_traj = start_index.numel()
     pos = torch.arange(n_steps, device=seg.device) - start_index[seg]  # [N] step in its traj
     lengths = torch.diff(start_index, append=start_index.new_tensor([n_steps]))
+    if as_nested is not False:
+        return _nested(td, n_steps, lengths, as_nested)
     max_len = int(lengths.max()) if n_traj else 0
     out = TensorDict(batch_size=[n_traj, max_len], device=td.device)
     for key, value in td.items(True, True):
@@ -107,4 +113,17 @@ def split_trajectories(
     mask = torch.zeros(n_traj, max_len, dtype=torch.bool, device=seg.device)
     mask[seg, pos] = True
     out.set(mask_key, mask)
+    return out
+
+
+def _nested(td: TensorDictBase, n_steps: int, lengths: torch.Tensor, layout) -> TensorDictBase:
+    """The trajectories as nested tensors: ``[n_traj]`` batch, leaves ``[n_traj, (len), ...]``."""
+    layout = torch.strided if layout is True else layout
+    if not isinstance(layout, torch.layout):
+        raise TypeError(f"split_trajectories: as_nested must be a bool or a torch.layout, got {layout!r}")
+    splits = lengths.tolist()
+    out = TensorDict(batch_size=[len(splits)], device=td.device)
+    for key, value in td.items(True, True):
+        flat = value.reshape(n_steps, *value.shape[td.batch_dims :])  # [N, *feature]
+        out.set(key, torch.nested.nested_tensor(list(flat.split(splits)), layout=layout))
     return out

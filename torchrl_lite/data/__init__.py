@@ -84,3 +84,4 @@ __all__ = [
     "D4RLExperienceReplay",
     "MinariExperienceReplay",
 ]
+from torchrl_lite.data.postprocs import MultiStep  # noqa: E402, F401  (TorchRL: torchrl.data.MultiStep)

@@ -3,6 +3,7 @@
 from torchrl_lite.envs.batched_envs import ParallelEnv, SerialEnv
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.custom.pendulum import PendulumEnv
+from torchrl_lite.envs.env_creator import EnvCreator
 from torchrl_lite.envs.libs.gym import GymEnv, GymWrapper
 from torchrl_lite.envs.transforms import *  # noqa: F403
 from torchrl_lite.envs.transforms import __all__ as _transforms_all
@@ -11,16 +12,19 @@ from torchrl_lite.envs.utils import (
     check_env_specs,
     exploration_type,
     set_exploration_type,
+    RandomPolicy,
     step_mdp,
 )
 
 __all__ = [
     "EnvBase",
+    "EnvCreator",
     "ExplorationType",
     "GymEnv",
     "GymWrapper",
     "ParallelEnv",
     "PendulumEnv",
+    "RandomPolicy",
     "SerialEnv",
     "check_env_specs",
     "exploration_type",

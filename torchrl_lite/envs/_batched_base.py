@@ -8,23 +8,36 @@ from torchrl_lite.envs import _batched_utils as U
 from torchrl_lite.envs.common import EnvBase
 
 
+_RESTARTS = ("reset", "roll out")  # the calls that start a closed batched env again
+
+
 class _BatchedEnv(EnvBase):
     """Argument checks, specs and key layout shared by ``SerialEnv`` and ``ParallelEnv``.
 
     A subclass implements ``_start(factories) -> list[U.EnvInfo]`` (build the copies),
-    ``_connect()`` (allocate buffers once the specs are known) and ``_shutdown()``, plus
+    ``_connect()`` (allocate buffers once the specs are known), ``_shutdown()`` and
+    ``_worker_attr(name, call)`` (an attribute of every copy, see ``__getattr__``), plus
     the three ``EnvBase`` hooks.
+
+    As in TorchRL: an attribute the batched env lacks is looked up on the copies (a list,
+    one value per copy; a method becomes a function calling it on every copy and
+    returning the list of results), and an env closed with ``close()`` starts again
+    (new copies from the same factories) at the next ``reset`` or ``rollout``.
     """
 
-    def __init__(self, num_workers, create_env_fn, create_env_kwargs, device, spec_check):
+    def __init__(
+        self, num_workers, create_env_fn, create_env_kwargs, device, spec_check, pin_memory=False
+    ):
         cls_name = type(self).__name__
         factories = U.as_factories(cls_name, num_workers, create_env_fn, create_env_kwargs)
         self.num_workers = num_workers
         self.is_closed = False
+        self._factories = factories
+        self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         try:
             infos = self._start(factories)
             U.check_same_specs(cls_name, infos)
-            info = infos[0]
+            info = self._info = infos[0]
             super().__init__(
                 device=device if device is not None else info.device,
                 batch_size=(num_workers, *info.batch_size),
@@ -70,8 +83,44 @@ class _BatchedEnv(EnvBase):
             )
 
     def _export(self, tensor: torch.Tensor) -> torch.Tensor:
-        """A copy of a buffer on ``self.device`` (never the buffer itself)."""
+        """A copy of a buffer on ``self.device`` (never the buffer itself); in page-locked
+        memory with ``pin_memory=True`` (and CUDA present)."""
+        if self.pin_memory and self.device.type == "cpu":
+            return torch.empty_like(tensor, pin_memory=True).copy_(tensor)
         return tensor.to(self.device, copy=True)
+
+    # -- TorchRL's conveniences: restart after close(), attributes of the copies ---------
+    def _check_open(self, what: str) -> None:
+        if self.is_closed and what in _RESTARTS and getattr(self, "_failure", None) is None:
+            self._restart()
+        super()._check_open(what)
+
+    def _restart(self) -> None:
+        """Start new copies from the same factories (after ``close()``); the specs must be
+        the same as before."""
+        self._reset_workers_state()
+        try:
+            infos = self._start(self._factories)
+            U.check_same_specs(type(self).__name__, [self._info, *infos])
+            self._connect()
+        except BaseException:
+            self._shutdown()
+            raise
+        self.is_closed, self._is_reset = False, False
+        self._checked_action = self.spec_check == "never"
+
+    def _reset_workers_state(self) -> None:
+        """Forget the closed copies (subclasses reset their containers)."""
+
+    def __getattr__(self, name: str):
+        # only attributes the batched env itself lacks get here
+        if name.startswith("_") or "_factories" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        if self.is_closed:
+            raise AttributeError(
+                f"{type(self).__name__} is closed: cannot read {name!r} from its copies"
+            )
+        return self._worker_attr(name)
 
     def close(self) -> None:
         """Close every copy (``ParallelEnv``: and join the worker processes)."""

@@ -12,6 +12,9 @@ Protocol on the worker's pipe (length-prefixed byte messages, no pickling per st
 * ``STEP_RESET``: ``STEP``, then copy the step's ``"done"`` into the ``"_reset"`` mask and
   ``RESET`` those copies (``ParallelEnv.step_and_maybe_reset``: one message, not two).
 * ``SEED + pickle(seed)``: ``set_seed(seed)``, reply ``b""``.
+* ``ATTR + pickle((name, call))``: per copy, read attribute ``name`` (``call`` None) or
+  call it with ``call = (args, kwargs)``; reply ``OK + pickle([(kind, value), ...])``
+  (kind ``"method"`` with value None when reading a method).
 * ``CLOSE``: close the copies, reply ``b""`` and exit.
 
 Any exception becomes ``ERROR + pickle({"type", "message", "traceback"})``. The worker
@@ -35,7 +38,7 @@ import torch
 from torchrl_lite import _keys as K
 from torchrl_lite.envs import _batched_utils as U
 
-STEP, RESET, STEP_RESET, SEED, CLOSE = b"s", b"r", b"x", b"e", b"c"
+STEP, RESET, STEP_RESET, SEED, CLOSE, ATTR = b"s", b"r", b"x", b"e", b"c", b"a"
 OK, ERROR = b"O", b"E"
 _IDLE_S = 1.0  # how often an idle worker checks that its parent is alive
 _RAW_IO = os.name == "posix" and hasattr(select, "poll")
@@ -219,6 +222,9 @@ def _serve(channel, loop: _Loop, parent_pid: int) -> None:
                 loop.reset()
             elif command == SEED:
                 loop.serial.set_seed(pickle.loads(message[1:]))
+            elif command == ATTR:
+                channel.send(OK + _attr(loop.serial._envs, message[1:]))
+                continue
             elif command == CLOSE:
                 loop.serial.close()
                 channel.send(b"")
@@ -229,6 +235,26 @@ def _serve(channel, loop: _Loop, parent_pid: int) -> None:
             channel.send(error_reply(err))
             continue
         channel.send(b"")
+
+
+def _attr(envs: list, payload: bytes) -> bytes:
+    """Per copy, ``(kind, value)`` of an attribute read or method call, pickled (see
+    ``ATTR``); a failure (a missing attribute, a raising method, a value that does not
+    pickle) is ``[("error", info)]``: the copies stay usable."""
+    name, call = pickle.loads(payload)
+    try:
+        out = []
+        for env in envs:
+            value = getattr(env, name)
+            if call is not None:
+                out.append(("value", value(*call[0], **call[1])))
+            elif callable(value):
+                out.append(("method", None))
+            else:
+                out.append(("value", value))
+        return pickle.dumps(out)
+    except Exception as err:
+        return pickle.dumps([("error", pickle.loads(error_reply(err)[1:]))])
 
 
 def stop_workers(procs: list, conns: list, grace: float) -> None:

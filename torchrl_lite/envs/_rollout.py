@@ -21,8 +21,9 @@ class _RolloutRecorder:
     Each step only keeps a reference to its TensorDict (the env returns new tensors each
     step); every ``_ROLLOUT_CHUNK`` steps the leaves are copied into the buffers with one
     ``torch.stack(..., out=...)`` per key. The buffers start with ``min(max_steps, 1024)``
-    rows and double when full (never past ``max_steps``). Leaves that carry gradients
-    (a differentiable policy) are stacked without ``out=`` so the graph is kept.
+    rows and double when full (never past ``max_steps``). A key whose leaves carry gradients
+    (a differentiable policy), from whichever step, is stacked without ``out=`` from then on
+    so that the graph is kept.
     """
 
     def __init__(self, max_steps: int):
@@ -60,18 +61,21 @@ class _RolloutRecorder:
             if not isinstance(buf, list) and self.written + n > buf.shape[0]:
                 buf = self.buffers[i] = _grown(buf, self.written, self.max_steps)
             try:
-                if isinstance(buf, list) or leaves[0].requires_grad:
-                    if not isinstance(buf, list):  # switch this key to keeping the graph
-                        buf = self.buffers[i] = [buf[: self.written]]
+                if isinstance(buf, list):
                     buf.append(torch.stack(leaves))
                 else:
                     torch.stack(leaves, out=buf[self.written : self.written + n])
             except RuntimeError as err:
-                shapes = sorted({tuple(leaf.shape) for leaf in leaves})
-                raise RuntimeError(
-                    f"rollout: entry {key!r} changed shape or dtype between steps (shapes seen: "
-                    f"{shapes}); an env or policy must write the same shape at every step."
-                ) from err
+                # ``out=`` refuses leaves that carry gradients (a differentiable policy;
+                # the first step's may not, e.g. the reset observation): from here on this
+                # key keeps the graph (found on the error only: nothing added per step)
+                if isinstance(buf, list) or not _carries_grad(leaves):
+                    raise _shape_error(key, leaves) from err
+                buf = self.buffers[i] = [buf[: self.written]]
+                try:
+                    buf.append(torch.stack(leaves))
+                except RuntimeError as err2:
+                    raise _shape_error(key, leaves) from err2
         self.pending.clear()
         self.written += n
 
@@ -104,6 +108,18 @@ class _RolloutRecorder:
                 leaf = leaf.movedim(0, ndim).contiguous()  # [*batch, T, ...]
             out.set(key, leaf)
         return out
+
+
+def _carries_grad(leaves: list) -> bool:
+    return torch.is_grad_enabled() and any(leaf.requires_grad for leaf in leaves)
+
+
+def _shape_error(key, leaves: list) -> RuntimeError:
+    kinds = sorted({(tuple(leaf.shape), str(leaf.dtype)) for leaf in leaves})
+    return RuntimeError(
+        f"rollout: entry {key!r} changed shape or dtype between steps (shape, dtype seen: "
+        f"{kinds}); an env or policy must write the same shape and dtype at every step."
+    )
 
 
 def _grown(buf: torch.Tensor, written: int, max_steps: int) -> torch.Tensor:

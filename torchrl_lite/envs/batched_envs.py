@@ -20,6 +20,7 @@ so ``SerialEnv``, ``ParallelEnv`` and the copies run on their own give the same 
 from __future__ import annotations
 
 import functools
+import inspect
 import multiprocessing
 import os
 import pickle
@@ -55,6 +56,11 @@ class SerialEnv(_BatchedEnv):
             ``num_workers`` dicts).
         device: where the outputs go (default: the copies' device).
         spec_check: see ``EnvBase``.
+        pin_memory: return outputs in page-locked memory (with CUDA; else ignored).
+        serial_for_single: accepted for symmetry with ``ParallelEnv`` (no effect).
+
+    Attributes the env lacks are read from the copies, one value each
+    (``env.spec`` -> ``[copy0.spec, copy1.spec]``); a method is called on each.
 
     Example:
         >>> from torchrl_lite.envs import GymEnv, SerialEnv
@@ -71,9 +77,13 @@ class SerialEnv(_BatchedEnv):
         create_env_kwargs=None,
         device=None,
         spec_check: str = "first",
+        pin_memory: bool = False,
+        serial_for_single: bool = False,
     ):
         self._envs: list[EnvBase] = []
-        super().__init__(num_workers, create_env_fn, create_env_kwargs, device, spec_check)
+        super().__init__(
+            num_workers, create_env_fn, create_env_kwargs, device, spec_check, pin_memory
+        )
 
     @classmethod
     def _from_envs(cls, envs: list[EnvBase]) -> SerialEnv:
@@ -106,6 +116,15 @@ class SerialEnv(_BatchedEnv):
         for env in self._envs:
             if not env.is_closed:
                 env.close()
+
+    def _reset_workers_state(self) -> None:
+        self._envs = []
+
+    def _worker_attr(self, name: str):
+        values = [getattr(env, name) for env in self._envs]
+        if all(callable(v) for v in values):
+            return functools.partial(_call_each, values)
+        return values
 
     # -- the serial loop (also what each ParallelEnv worker runs) ----------------------
     def _step_into(self, rows: list, out_rows: list | None = None) -> list | None:
@@ -230,6 +249,10 @@ def _given(env: EnvBase) -> EnvBase:
     return env
 
 
+def _call_each(methods: list, *args, **kwargs) -> list:
+    return [method(*args, **kwargs) for method in methods]
+
+
 class ParallelEnv(_BatchedEnv):
     """Run ``num_workers`` copies of an env in worker processes, as one batched env.
 
@@ -256,6 +279,12 @@ class ParallelEnv(_BatchedEnv):
         spec_check: see ``EnvBase``.
         num_processes: number of worker processes (default ``num_workers``: one copy per
             process); copies are split into contiguous groups, one group per process.
+        pin_memory: return outputs in page-locked memory (with CUDA; else ignored).
+        serial_for_single: with ``num_workers=1``, build a ``SerialEnv`` instead (no
+            worker process), as in TorchRL.
+
+    Attributes the env lacks are read from the copies in the workers, one value each
+    (they must pickle); a method is called on each copy, returning the list of results.
 
     Example:
         >>> from torchrl_lite.envs import GymEnv, ParallelEnv
@@ -275,6 +304,8 @@ class ParallelEnv(_BatchedEnv):
         mp_start_method: str | None = None,
         spec_check: str = "first",
         num_processes: int | None = None,
+        pin_memory: bool = False,
+        serial_for_single: bool = False,
     ):
         self._procs: list = []
         self._conns: list = []
@@ -292,7 +323,44 @@ class ParallelEnv(_BatchedEnv):
         self.num_sub_threads = num_sub_threads
         self.mp_start_method = start_method(mp_start_method, "ParallelEnv")
         self._num_processes = num_processes
-        super().__init__(num_workers, create_env_fn, create_env_kwargs, device, spec_check)
+        super().__init__(
+            num_workers, create_env_fn, create_env_kwargs, device, spec_check, pin_memory
+        )
+
+    def __new__(cls, *args, **kwargs):
+        if kwargs.get("serial_for_single") and (args[0] if args else kwargs.get("num_workers")) == 1:
+            bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs).arguments
+            names = inspect.signature(SerialEnv.__init__).parameters
+            return SerialEnv(**{k: v for k, v in bound.items() if k in names and k != "self"})
+        return super().__new__(cls)
+
+    def _reset_workers_state(self) -> None:
+        self._procs, self._conns, self._channels = [], [], []
+        self._finalizer = None
+        self._fuse_reset = self._reset_ready = False
+
+    def _worker_attr(self, name: str):
+        replies = self._attr_replies((name, None), f"reading {name!r}")
+        if all(kind == "method" for kind, _ in replies):
+            return functools.partial(self._call_workers, name)
+        return [value for _, value in replies]
+
+    def _call_workers(self, name: str, *args, **kwargs) -> list:
+        return [value for _, value in self._attr_replies((name, (args, kwargs)), f"{name}()")]
+
+    def _attr_replies(self, request: tuple, what: str) -> list:
+        """``(kind, value)`` per copy, in order; a failure in a worker raises here (an
+        AttributeError as such) and leaves the workers running."""
+        replies = self._command(W.ATTR + pickle.dumps(request), self._all, what)
+        out = [item for w in self._all for item in replies[w]]
+        for kind, value in out:
+            if kind == "error":
+                error = AttributeError if value["type"] == "AttributeError" else RuntimeError
+                raise error(
+                    f"ParallelEnv: {what} on the copies raised {value['type']}: "
+                    f"{value['message']}\n\nWorker traceback:\n{value['traceback']}"
+                )
+        return out
 
     # -- life cycle ----------------------------------------------------------------------
     def _start(self, factories: list) -> list[U.EnvInfo]:

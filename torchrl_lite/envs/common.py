@@ -7,7 +7,9 @@ three hooks:
   ``tensordict`` may carry ``"_reset"`` (a ``[*batch, 1]`` bool mask) for partial resets.
 * ``_step(tensordict) -> TensorDict`` — reads ``"action"`` and returns the step's result:
   observations, ``"reward"``, ``"done"``, ``"terminated"``, ``"truncated"``. It must return
-  new tensors (never modify the ones it returned earlier in place).
+  new tensors (never modify the ones it returned earlier in place). A ``_step`` that
+  writes only ``"done"`` gets ``terminated = done`` and ``truncated = False`` (one that
+  writes only ``"terminated"``, ``done = terminated | truncated``), as in TorchRL.
 * ``_set_seed(seed: int) -> None``.
 
 Everything else (``reset``, ``step``, ``step_and_maybe_reset``, ``rollout``, spec checks,
@@ -16,12 +18,15 @@ Everything else (``reset``, ``step``, ``step_and_maybe_reset``, ``rollout``, spe
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Categorical, Composite, TensorSpec, Unbounded, _size
+from torchrl_lite.envs._action_bounds import check_action_value, check_batch_bounds
 from torchrl_lite.envs._rollout import _RolloutRecorder
 from torchrl_lite.envs.utils import step_mdp
 
@@ -29,6 +34,8 @@ __all__ = ["EnvBase"]
 
 # the "kind" of each env state_dict: EnvBase, TransformedEnv, SerialEnv, ParallelEnv, GymWrapper
 _STATE_KINDS = ("generic", "transformed", "serial", "none", "gym")
+_SPEC_CHECKS = ("first", "always", "never", "strict")
+_CHECK_ONCE = ("first", "strict")  # spec_check values that check the first step only
 
 
 class EnvBase:
@@ -39,7 +46,10 @@ class EnvBase:
         batch_size: leading dims of every tensor the env produces (``[]`` for one env).
         spec_check: ``"first"`` (default) validates the action against ``action_spec`` on
             the first ``step`` and the first step of each rollout; ``"always"`` on every
-            step; ``"never"`` skips the check.
+            step; ``"never"`` skips the check. A float action beyond a ``Bounded`` spec
+            warns once (and is passed on: the env may clip it), also when it happens on
+            a later step of a rollout or collector batch; ``"strict"`` (checks as
+            ``"first"``) raises instead. Wrong shapes, dtypes and discrete values raise.
 
     Example:
         >>> from torchrl_lite.envs import PendulumEnv
@@ -63,8 +73,10 @@ class EnvBase:
 
     # -- construction and specs ------------------------------------------------------
     def __init__(self, *, device=None, batch_size=None, spec_check: str = "first"):
-        if spec_check not in ("first", "always", "never"):
-            raise ValueError(f"spec_check must be 'first', 'always' or 'never', got {spec_check!r}")
+        if spec_check not in _SPEC_CHECKS:
+            raise ValueError(
+                f"spec_check must be one of {list(_SPEC_CHECKS)}, got {spec_check!r}"
+            )
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.batch_size = _size(batch_size)
         self.spec_check = spec_check
@@ -78,6 +90,9 @@ class EnvBase:
             reward=Unbounded(self.batch_size + (1,), device=self.device), shape=self.batch_size
         )
         self.full_done_spec = self._default_done_spec()
+        # the first _step call goes through a probe that fills the done flags a _step
+        # leaves out (see _StepProbe); after it, _step is the class's own (or a filler)
+        self._step = _StepProbe(self)
 
     def _default_done_spec(self) -> Composite:
         flag = Categorical(2, self.batch_size + (1,), device=self.device, dtype=torch.bool)
@@ -131,6 +146,21 @@ class EnvBase:
             self.full_action_spec = Composite(
                 {K.ACTION: self._with_batch(spec)}, shape=self.batch_size, device=self.device
             )
+
+    @property
+    def action_spec_unbatched(self) -> TensorSpec:
+        """``action_spec`` without the env's batch dims (the spec of one sub-env's action)."""
+        return _unbatched(self.action_spec, self.batch_size)
+
+    @property
+    def full_action_spec_unbatched(self) -> Composite:
+        """``full_action_spec`` without the env's batch dims."""
+        return _unbatched(self.full_action_spec, self.batch_size)
+
+    @property
+    def observation_spec_unbatched(self) -> Composite:
+        """``observation_spec`` without the env's batch dims."""
+        return _unbatched(self.full_observation_spec, self.batch_size)
 
     @property
     def reward_key(self):
@@ -244,7 +274,9 @@ class EnvBase:
         """Reset the env and return a TensorDict with the first observation and done flags.
 
         If ``tensordict`` holds ``"_reset"`` (bool, ``[*batch, 1]``), only those sub-envs
-        are reset and the other entries keep their values from ``tensordict``.
+        are reset and the other entries keep their values from ``tensordict``. A given
+        ``tensordict`` is updated in place with the reset's entries (its ``"_reset"``
+        removed) and returned, as in TorchRL.
         """
         self._check_open("reset")
         if kwargs:
@@ -258,8 +290,8 @@ class EnvBase:
         self._fill_done(out)
         if reset_mask is not None and not bool(reset_mask.all()):
             out = _merge_partial(tensordict, out, reset_mask)
-        elif tensordict is not None:
-            out = _overlay(tensordict, out)
+        if tensordict is not None:
+            out = _update_in_place(tensordict, out)
         self._is_reset = True
         return out
 
@@ -299,8 +331,8 @@ class EnvBase:
                     raise ValueError(
                         f"Action {key!r} has shape {list(value.shape)}, expected {list(spec.shape)} from {spec}."
                     )
-            spec.assert_is_in(value, key=key)
-        self._checked_action = self.spec_check == "first"
+            check_action_value(self, key, spec, value)
+        self._checked_action = self.spec_check in _CHECK_ONCE
 
     def step_and_maybe_reset(
         self, tensordict: TensorDictBase
@@ -447,7 +479,9 @@ class EnvBase:
                 if batch_dims:
                     td.set(K.RESET, done.clone())
                 td = self.reset(td)
-        return recorder.result(td.batch_size, td.device)
+        out = recorder.result(td.batch_size, td.device)
+        check_batch_bounds(self, out, time_dim=batch_dims)  # an overshoot on any step
+        return out
 
     # -- life cycle ------------------------------------------------------------------
     def close(self) -> None:
@@ -461,6 +495,100 @@ class EnvBase:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(batch_size={list(self.batch_size)}, device={self.device})"
+
+
+class _StepProbe:
+    """An env's ``_step`` until its first call: an instance attribute shadowing the
+    class's method. It runs the real ``_step`` and looks at the result once: when done
+    flags the done spec declares are missing, it fills them and leaves a ``_FlagFiller``
+    in its place; otherwise it removes itself (no cost on later steps). Everything that
+    steps an env (``step``, ``rollout``, batched envs, collectors) calls ``env._step``."""
+
+    __slots__ = ("env", "after")
+
+    def __init__(self, env: EnvBase):
+        # a weak reference: the env holds the probe, and must stay collectable without
+        # the cycle collector (a dropped ParallelEnv stops its workers at once)
+        self.env, self.after = weakref.ref(env), None
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self.after is not None:  # a caller kept a reference to the probe (a collector batch)
+            return self.after(tensordict)
+        env = self.env()
+        out = type(env)._step(env, tensordict)
+        declared = {k for k in env.full_done_spec.keys() if isinstance(k, str)}
+        missing = tuple(k for k in K.DONE_KEYS if k in declared and out.get(k, None) is None)
+        if missing:
+            self.after = filler = _FlagFiller(env, missing)
+            out = filler.fill(out)
+        else:
+            self.after = _ClassStep(env)
+        if env.__dict__.get("_step") is self:
+            if missing:
+                env.__dict__["_step"] = self.after
+            else:
+                del env.__dict__["_step"]
+        return out
+
+
+class _ClassStep:
+    """The class's ``_step`` of an env, held weakly (for callers that kept the probe)."""
+
+    __slots__ = ("env",)
+
+    def __init__(self, env: EnvBase):
+        self.env = weakref.ref(env)
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        env = self.env()
+        return type(env)._step(env, tensordict)
+
+
+class _FlagFiller:
+    """``_step`` plus the done flags it leaves out (``terminated = done``,
+    ``truncated = False``, or ``done = terminated | truncated``)."""
+
+    __slots__ = ("env", "step", "missing")
+
+    def __init__(self, env: EnvBase, missing: tuple):
+        self.env, self.step, self.missing = weakref.ref(env), type(env)._step, missing
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return self.fill(self.step(self.env(), tensordict))
+
+    def fill(self, out: TensorDictBase) -> TensorDictBase:
+        missing = self.missing
+        if K.DONE in missing:
+            term, trunc = out.get(K.TERMINATED, None), out.get(K.TRUNCATED, None)
+            if term is None and trunc is None:
+                raise KeyError(
+                    "_step returned none of 'done', 'terminated', 'truncated'; it must write "
+                    f"at least 'done'. Returned keys: {list(out.keys(True, True))}"
+                )
+            done = term if trunc is None else (trunc if term is None else term | trunc)
+            out.set(K.DONE, done.clone())
+        done = out.get(K.DONE)
+        if K.TERMINATED in missing:
+            out.set(K.TERMINATED, done.clone())
+        if K.TRUNCATED in missing:
+            out.set(K.TRUNCATED, torch.zeros_like(done))
+        return out
+
+
+def _unbatched(spec, batch_size: torch.Size):
+    """The spec of one sub-env: the spec without its leading ``batch_size`` dims."""
+    nb = len(batch_size)
+    if isinstance(spec, Composite):
+        out = Composite(shape=spec.shape[nb:], device=spec.device)
+        for key in spec.keys():
+            entry = spec[key]
+            out[key] = None if entry is None else _unbatched(entry, batch_size)
+        return out
+    params = {
+        k: v[(0,) * nb] if isinstance(v, torch.Tensor) and v.shape == spec.shape else v
+        for k, v in spec._params().items()
+    }
+    return type(spec)(**params, shape=spec.shape[nb:], device=spec.device, dtype=spec.dtype)
 
 
 def _get(tensordict: TensorDictBase, key: str):
@@ -499,21 +627,21 @@ def _set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
         tensordict.set(K.NEXT, next_td)
 
 
-def _overlay(previous: TensorDictBase, reset_out: TensorDictBase) -> TensorDictBase:
-    """A new TensorDict: ``previous`` without ``"_reset"``/``"next"``, updated with
-    ``reset_out`` (``previous`` itself is left as it was)."""
+def _update_in_place(previous: TensorDictBase, reset_out: TensorDictBase) -> TensorDictBase:
+    """``previous`` without ``"_reset"``, updated in place with ``reset_out``; returned."""
     if not _plain_pair(previous, reset_out):
-        return previous.exclude(K.RESET, K.NEXT).update(reset_out)
-    # the same as exclude + update, on the dicts: this runs at every auto-reset
-    entries = {k: v for k, v in previous._tensordict.items() if k not in _NOT_CARRIED}
+        previous.pop(K.RESET, None)
+        return previous.update(reset_out)
+    # the same as pop + update, on the dicts: this runs at every auto-reset
+    store = previous._tensordict
+    store.pop(K.RESET, None)
     for key, value in reset_out._tensordict.items():
-        old = entries.get(key)
+        old = store.get(key)
         if isinstance(old, TensorDictBase) and isinstance(value, TensorDictBase):
-            value = old.copy().update(value)
-        entries[key] = value
-    return TensorDict._new_unsafe(
-        entries, batch_size=previous.batch_size, device=previous.device, nested=False
-    )
+            old.update(value)
+        else:
+            store[key] = value
+    return previous
 
 
 _NOT_CARRIED = frozenset({K.RESET, K.NEXT})

@@ -6,8 +6,14 @@ from tensordict import TensorDict, TensorDictBase
 from torch import Tensor
 
 from torchrl_lite import _keys as K
+from torchrl_lite.data.tensor_specs import Composite
+from torchrl_lite.envs._action_bounds import (  # noqa: F401  (used by the collectors)
+    ActionBoundsWarning,
+    check_action_value,
+    check_batch_bounds,
+)
 
-__all__ = ["step_mdp", "check_env_specs"]
+__all__ = ["step_mdp", "check_env_specs", "ActionBoundsWarning", "RandomPolicy"]
 
 
 def _as_set(keys) -> set:
@@ -120,12 +126,22 @@ def check_env_specs(
     """Run a short random rollout and check every entry against the env's specs.
 
     Raises ``ValueError`` naming the first key whose presence, shape, dtype or values do
-    not match, or a key that the rollout has and no spec declares (or the reverse).
+    not match, or a key that the rollout has and no spec declares (or the reverse), or a
+    transform the env skips because none of its keys is there.
 
     Example:
         >>> from torchrl_lite.envs import PendulumEnv
         >>> check_env_specs(PendulumEnv())
     """
+    from torchrl_lite.envs.transforms.transformed_env import skipped_transforms
+
+    skipped = skipped_transforms(env)
+    if skipped:
+        raise ValueError(
+            "check_env_specs: transforms are skipped because none of their keys is in the "
+            "env they transform: "
+            + "; ".join(reason for _, reason in skipped)
+        )
     if seed is not None:
         env.set_seed(seed)
     rollout = env.rollout(max_steps, return_contiguous=return_contiguous, break_when_any_done=False)
@@ -167,6 +183,46 @@ def check_env_specs(
         raise ValueError(
             f"check_env_specs: fake_tensordict keys {sorted(map(str, fake_keys))} differ from the spec keys"
         )
+
+
+class RandomPolicy:
+    """A policy that writes a random action drawn from ``action_spec`` (``spec.rand()``).
+
+    Args:
+        action_spec: a leaf spec (written at ``action_key``) or a Composite (each of its
+            entries written), usually ``env.action_spec`` or ``env.full_action_spec``.
+        action_key: where a leaf spec's draw goes (default ``"action"``).
+
+    Example:
+        >>> from torchrl_lite.envs import PendulumEnv
+        >>> env = PendulumEnv()
+        >>> env.rollout(3, RandomPolicy(env.action_spec))["action"].shape
+        torch.Size([3, 1])
+    """
+
+    def __init__(self, action_spec, action_key=K.ACTION):
+        self.action_spec = action_spec.clone()
+        self.action_key = action_key
+        self._composite = isinstance(action_spec, Composite)
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self._composite:
+            return tensordict.update(self.action_spec.rand())
+        return tensordict.set(self.action_key, self.action_spec.rand())
+
+    def __repr__(self) -> str:
+        return f"RandomPolicy(action_spec={self.action_spec}, action_key={self.action_key!r})"
+
+
+class classproperty:
+    """A read-only property of the class itself (``GymEnv.available_envs``)."""
+
+    def __init__(self, fget):
+        self.fget = fget
+        self.__doc__ = fget.__doc__
+
+    def __get__(self, instance, owner):
+        return self.fget(owner)
 
 
 def _tuple(key) -> tuple:

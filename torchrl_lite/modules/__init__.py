@@ -117,3 +117,4 @@ __all__ += [
     "exploration_type",
     "set_exploration_type",
 ]
+from torchrl_lite.envs.utils import RandomPolicy  # noqa: E402, F401  (TorchRL exports it here too)

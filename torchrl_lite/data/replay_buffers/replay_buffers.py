@@ -31,7 +31,9 @@ from torchrl_lite.data.replay_buffers.samplers import (
     check_batch_size,
     reduce_priority,
 )
+from torchrl_lite.data.replay_buffers._items import ItemCodec
 from torchrl_lite.data.replay_buffers.storages import ListStorage, identity_collate
+from torchrl_lite.data.replay_buffers.tensor_storage import TensorStorage
 from torchrl_lite.data.replay_buffers.writers import RoundRobinWriter, TensorDictRoundRobinWriter
 
 __all__ = [
@@ -109,6 +111,8 @@ class ReplayBuffer:
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
         self._futures: deque = deque()
+        # dicts of tensors and tensorclasses stored as TensorDicts (tensor storages only)
+        self._codec = ItemCodec() if isinstance(self._storage, TensorStorage) else None
 
     def _default_writer(self):
         return RoundRobinWriter()
@@ -147,6 +151,19 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return len(self._storage)
 
+    def __getitem__(self, index):
+        """The items at storage positions ``index`` (an int, a slice such as ``rb[:]``, or
+        a tensor of positions), collated and transformed as a sample is; a TensorDict for
+        TensorDict storages, as in TorchRL. Sampler and writer state are not touched."""
+        with self._lock:
+            data = self._storage[index]
+        if not isinstance(index, int) and not self._identity_collate:
+            data = self._collate_fn(data)
+        data = self._decode(data)
+        if self._transform is not None:
+            data = self._transform(data)
+        return data
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(storage={type(self._storage).__name__}, "
@@ -160,7 +177,7 @@ class ReplayBuffer:
 
     def add(self, data) -> int:
         """Write one item; returns its flat storage position."""
-        data = self._prepare(data)
+        data = self._prepare(self._encode(data, batched=False))
         with self._lock:
             row = self._writer.add(data)
             index = self._storage.flat_index(torch.tensor([row]))
@@ -177,7 +194,7 @@ class ReplayBuffer:
             the flat storage position of every item, ``[n]`` (``[n, *row]`` for an
             ``ndim > 1`` storage); ``-1`` for items the writer did not keep.
         """
-        data = self._prepare(data)
+        data = self._prepare(self._encode(data, batched=True))
         with self._lock:
             return self._extend(data)[0]
 
@@ -208,6 +225,7 @@ class ReplayBuffer:
         data = self._postprocess(data, index, info)
         if self._pin_memory:
             data = data.pin_memory()
+        data = self._decode(data)
         if self._transform is not None:
             data = self._transform(data)
         info["index"] = index
@@ -215,6 +233,12 @@ class ReplayBuffer:
 
     def _postprocess(self, data, index: torch.Tensor, info: dict):
         return data
+
+    def _encode(self, data, batched: bool):
+        return data if self._codec is None else self._codec.encode(data, batched)
+
+    def _decode(self, data):
+        return data if self._codec is None else self._codec.decode(data)
 
     def sample(self, batch_size: int | None = None, return_info: bool = False):
         """Draw a batch; with ``return_info=True``, return ``(batch, info)``.
@@ -296,6 +320,8 @@ class ReplayBuffer:
             self._storage.empty()
             self._writer.empty()
             self._sampler.empty()
+            if self._codec is not None:
+                self._codec.reset()
 
     # -- persistence ---------------------------------------------------------------------
     def state_dict(self) -> dict:

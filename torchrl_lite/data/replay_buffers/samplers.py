@@ -350,6 +350,10 @@ class SliceSampler(Sampler):
         strict_length: if ``True``, only trajectories of at least ``slice_len`` steps are
             used; if ``False``, shorter ones give shorter slices (the batch is smaller).
         truncated_key: where the slice ends are marked.
+        cache_values: keep the trajectory boundaries between samples (default; they are
+            recomputed whenever the storage changes, so this is safe with ``extend``);
+            ``False`` recomputes them at every sample. TorchRL defaults to ``False`` and
+            caches only when asked (for static datasets): the samples are the same.
 
     Example:
         >>> from tensordict import TensorDict
@@ -371,6 +375,7 @@ class SliceSampler(Sampler):
         traj_key=None,
         strict_length: bool = True,
         truncated_key=("next", "truncated"),
+        cache_values: bool = True,
     ) -> None:
         if (num_slices is None) == (slice_len is None):
             raise ValueError("give exactly one of num_slices and slice_len.")
@@ -382,6 +387,7 @@ class SliceSampler(Sampler):
         self.end_key = ("next", "done") if end_key is None and traj_key is None else end_key
         self.strict_length = strict_length
         self.truncated_key = truncated_key
+        self.cache_values = bool(cache_values)
         self._cache_key = None
         self._cache = None
 
@@ -399,7 +405,7 @@ class SliceSampler(Sampler):
         """``starts [K]`` and ``lengths [K]`` of the stored trajectories (cached)."""
         size = _check_not_empty(storage)
         key = (id(storage), storage._version, size)
-        if self._cache_key == key:
+        if self._cache_key == key and self.cache_values:
             return self._cache
         if not hasattr(storage, "column"):
             raise TypeError(

@@ -173,7 +173,7 @@ class ListStorage(Storage):
         self._version += 1
 
     def get(self, index):
-        if isinstance(index, int):
+        if isinstance(index, (int, slice)):
             return self._items[index]
         items = self._items
         return [items[i] for i in _positions(index).tolist()]

@@ -286,7 +286,15 @@ class TensorStorage(Storage):
         if self._data is None or self._rows == 0:
             raise RuntimeError("the storage is empty: write items before reading them.")
         if isinstance(index, int):
-            return self.get(torch.tensor([index]))[0]
+            n = len(self) if self.ndim == 1 else self._rows
+            if not -n <= index < n:
+                raise IndexError(f"index {index} is out of range for a storage of {n} items.")
+            if self.ndim > 1:  # one row of items
+                return self.get(self.flat_index(torch.tensor([index % n])))[0]
+            return self.get(torch.tensor([index % n]))[0]
+        if isinstance(index, slice):  # storage[:n]: the items at those positions, as TorchRL
+            rows = torch.arange(len(self) if self.ndim == 1 else self._rows)[index]
+            return self.get(rows if self.ndim == 1 else self.flat_index(rows))
         if not isinstance(index, torch.Tensor):
             index = torch.as_tensor(index, dtype=torch.long)
         if index.ndim != 1:

@@ -20,6 +20,7 @@ from torchrl_lite import _keys as K
 from torchrl_lite._utils import require
 from torchrl_lite.data.tensor_specs import Bounded, Composite, Unbounded
 from torchrl_lite.envs.common import EnvBase
+from torchrl_lite.envs.utils import classproperty
 
 __all__ = ["DMControlEnv", "DMControlWrapper"]
 
@@ -264,6 +265,11 @@ class DMControlEnv(DMControlWrapper):
         (torch.Size([5]), torch.float64, True)
     """
 
+    @classproperty
+    def available_envs(cls) -> list[tuple[str, list[str]]]:
+        """``(domain, [task, ...])`` for every dm_control suite domain."""
+        return list(_suite_tasks(_suite()).items())
+
     def __init__(
         self,
         env_name: str,
@@ -294,11 +300,16 @@ class DMControlEnv(DMControlWrapper):
         return f"{type(self).__name__}(env_name={self.env_name!r}, task_name={self.task_name!r}, from_pixels={self.from_pixels}, device={self.device})"
 
 
-def _check_task(suite, env_name, task_name) -> None:
-    """Raise ValueError naming the domain/task, the valid ones and the closest match."""
+def _suite_tasks(suite) -> dict[str, list[str]]:
     tasks: dict[str, list[str]] = {}
     for domain, task in suite.ALL_TASKS:
         tasks.setdefault(domain, []).append(task)
+    return tasks
+
+
+def _check_task(suite, env_name, task_name) -> None:
+    """Raise ValueError naming the domain/task, the valid ones and the closest match."""
+    tasks = _suite_tasks(suite)
     if not isinstance(env_name, str) or env_name not in tasks:
         close = difflib.get_close_matches(str(env_name), list(tasks), n=1, cutoff=0.6)
         hint = f" Did you mean {close[0]!r}?" if close else ""

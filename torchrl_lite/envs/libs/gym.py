@@ -28,6 +28,7 @@ from torchrl_lite.data.tensor_specs import (
 )
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.libs._gym_state import gym_env_state, load_gym_env_state
+from torchrl_lite.envs.utils import classproperty
 
 __all__ = ["GymEnv", "GymWrapper"]
 
@@ -211,6 +212,18 @@ class GymWrapper(EnvBase):
     def env(self):
         """The wrapped gymnasium env."""
         return self._env
+
+    def __getattr__(self, name: str):
+        # attributes this class lacks come from the gymnasium env (``env.unwrapped``,
+        # ``env.spec``, ``env.np_random``, a custom env's own attributes), as in TorchRL
+        if name.startswith("__") or "_env" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        try:
+            return getattr(self.__dict__["_env"], name)
+        except AttributeError:
+            raise AttributeError(
+                f"{type(self).__name__!r} object and its gymnasium env have no attribute {name!r}"
+            ) from None
 
     def _single(self, name: str):
         return getattr(self._env, f"single_{name}" if self.vectorized else name)
@@ -516,6 +529,11 @@ class GymEnv(GymWrapper):
         >>> env.reset()["observation"].shape
         torch.Size([3])
     """
+
+    @classproperty
+    def available_envs(cls) -> list[str]:
+        """The registered gymnasium env ids."""
+        return list(_gym().registry.keys())
 
     _wrapper_args = (
         "categorical_action_encoding",

@@ -1,6 +1,7 @@
 """Env transforms: a flat, editable list of data transforms applied by ``TransformedEnv``."""
 
 from torchrl_lite.envs.transforms.action import ActionScaling
+from torchrl_lite.envs.transforms.batch import BatchSizeTransform, RandomCropTensorDict
 from torchrl_lite.envs.transforms.episode import (
     FrameSkipTransform,
     InitTracker,
@@ -30,6 +31,7 @@ from torchrl_lite.envs.transforms.vecnorm import VecNorm
 
 __all__ = [
     "ActionScaling",
+    "BatchSizeTransform",
     "CatFrames",
     "CatTensors",
     "CenterCrop",
@@ -44,6 +46,7 @@ __all__ = [
     "NoopResetEnv",
     "ObservationNorm",
     "PermuteTransform",
+    "RandomCropTensorDict",
     "RenameTransform",
     "Resize",
     "RewardClipping",

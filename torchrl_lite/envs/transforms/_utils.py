@@ -9,7 +9,7 @@ from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Bounded, TensorSpec, Unbounded
 
-__all__ = ["EnvSpecs", "map_leaf_spec", "require_keys", "td_get", "td_set"]
+__all__ = ["AbsentKeyError", "EnvSpecs", "map_leaf_spec", "require_keys", "td_get", "td_set"]
 
 
 # Fast entry access for the per-step path: TensorDict's public get/set dispatch on the
@@ -141,13 +141,23 @@ class EnvSpecs:
         return None
 
 
+class AbsentKeyError(KeyError):
+    """A transform's key is not in the specs of the env it transforms (``require_keys``);
+    ``what`` says which of its key lists (``"in_keys"``, ``"in_keys_inv"``, ...)."""
+
+    def __init__(self, what: str, message: str):
+        super().__init__(message)
+        self.what = what
+
+
 def require_keys(transform, keys, available, what: str = "in_keys") -> None:
-    """Raise KeyError naming the first of ``keys`` missing from ``available``."""
+    """Raise ``AbsentKeyError`` (a KeyError) naming the first of ``keys`` missing from
+    ``available``."""
     available = list(available)
     present = {_as_tuple(k) for k in available}
     for key in keys:
         if _as_tuple(key) not in present:
-            raise KeyError(
+            raise AbsentKeyError(what,
                 f"{type(transform).__name__}: {what} entry {key!r} is not in the specs of the "
                 f"env it transforms. " + missing_key_message(key, available)
             )

@@ -35,6 +35,15 @@ def _negative_dim(transform_name: str, name: str, dim) -> int:
     return dim
 
 
+def _dim_or_alias(transform_name: str, dim, alias, alias_name: str):
+    """``dim``, or its seed-era keyword ``alias``: exactly one of them."""
+    if dim is not None and alias is not None:
+        raise TypeError(f"{transform_name}: pass dim or {alias_name} (the same thing), not both")
+    if dim is None and alias is None:
+        raise TypeError(f"{transform_name}: missing the dim argument (e.g. dim=-1)")
+    return dim if dim is not None else alias
+
+
 def _feature_shape(specs, key) -> torch.Size:
     return specs.find(key)[1].shape[len(specs.batch_size) :]
 
@@ -48,7 +57,8 @@ class UnsqueezeTransform(Transform):
     """Insert a dim of size 1 at ``dim`` (negative, counted on the output).
 
     Args:
-        dim: where the new dim goes (``-1``: last).
+        dim: where the new dim goes (``-1``: last). ``unsqueeze_dim=`` is the seed-era
+            TorchRL name of the same argument.
         in_keys: entries to reshape.
         out_keys: where to write them (default: in place).
         in_keys_inv: action entries squeezed back before the step (env names).
@@ -59,11 +69,21 @@ class UnsqueezeTransform(Transform):
         torch.Size([3, 1])
     """
 
-    def __init__(self, dim: int, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+    def __init__(
+        self,
+        dim: int | None = None,
+        in_keys=None,
+        out_keys=None,
+        in_keys_inv=None,
+        out_keys_inv=None,
+        *,
+        unsqueeze_dim: int | None = None,
+    ):
         super().__init__(
             in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv
         )
         _require_keys_given(type(self).__name__, self.in_keys, self.in_keys_inv)
+        dim = _dim_or_alias(type(self).__name__, dim, unsqueeze_dim, "unsqueeze_dim")
         self.dim = _negative_dim(type(self).__name__, "dim", dim)
 
     def _apply_transform(self, x):
@@ -92,7 +112,8 @@ class SqueezeTransform(Transform):
     """Remove the dim ``dim`` (negative), which must have size 1.
 
     Args:
-        dim: the dim to remove (``-1``: last).
+        dim: the dim to remove (``-1``: last). ``squeeze_dim=`` is the seed-era TorchRL
+            name of the same argument.
         in_keys: entries to reshape.
         out_keys: where to write them (default: in place).
         in_keys_inv: action entries unsqueezed back before the step (env names).
@@ -103,11 +124,21 @@ class SqueezeTransform(Transform):
         torch.Size([3])
     """
 
-    def __init__(self, dim: int, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+    def __init__(
+        self,
+        dim: int | None = None,
+        in_keys=None,
+        out_keys=None,
+        in_keys_inv=None,
+        out_keys_inv=None,
+        *,
+        squeeze_dim: int | None = None,
+    ):
         super().__init__(
             in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv
         )
         _require_keys_given(type(self).__name__, self.in_keys, self.in_keys_inv)
+        dim = _dim_or_alias(type(self).__name__, dim, squeeze_dim, "squeeze_dim")
         self.dim = _negative_dim(type(self).__name__, "dim", dim)
 
     def _apply_transform(self, x):

@@ -4,17 +4,27 @@
 calls the wrapped env's ``_step`` and passes the result through each transform's
 ``_step``; ``_reset`` resets the wrapped env and passes the result through each
 transform's ``_reset``. Keys and specs are checked once, when the transform list changes;
-a step does only tensor work.
+a step does only tensor work. A transform none of whose keys the env has is skipped, as
+in TorchRL (with a warning; ``check_env_specs`` raises on it); one with some of its keys
+missing raises ``KeyError``.
 """
 
 from __future__ import annotations
 
 import copy
+import warnings
 
 from tensordict import TensorDictBase
 
 from torchrl_lite.envs.common import EnvBase
-from torchrl_lite.envs.transforms.transforms import Compose, EnvSpecs, Transform, _bind
+from torchrl_lite.envs.transforms.transforms import (
+    AbsentKeyError,
+    Compose,
+    EnvSpecs,
+    Transform,
+    _as_tuple,
+    _bind,
+)
 
 __all__ = ["TransformedEnv"]
 
@@ -63,10 +73,13 @@ class TransformedEnv(EnvBase):
     # -- the contract ----------------------------------------------------------------
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         base = self.base_env
-        tensordict_reset = base._reset(tensordict)
+        tensordict_in = tensordict
+        for t in self._reset_pre:
+            tensordict_in = t._reset_env_preprocess(tensordict_in)
+        tensordict_reset = base._reset(tensordict_in)
         base._fill_done(tensordict_reset)
         base._is_reset = True
-        for t in self._transforms:
+        for t in self._active:
             tensordict_reset = t._reset(tensordict, tensordict_reset)
         return tensordict_reset
 
@@ -78,7 +91,7 @@ class TransformedEnv(EnvBase):
         else:
             tensordict_in = tensordict
         next_tensordict = self.base_env._step(tensordict_in)
-        for t in self._transforms:
+        for t in self._active:
             next_tensordict = t._step(tensordict, next_tensordict)
         return next_tensordict
 
@@ -186,13 +199,27 @@ class TransformedEnv(EnvBase):
         self._building = (transforms, chain)
         try:
             for t in transforms:
-                t._attach(specs)
+                t._absent = None
+                try:
+                    t._attach(specs)
+                except AbsentKeyError as err:
+                    # only a transform of entries (not a key selection such as
+                    # SelectTransform) whose keys are all absent
+                    if err.what not in ("in_keys", "in_keys_inv") or _uses_any_key(t, specs):
+                        raise
+                    # none of its keys is there: skipped, as in TorchRL (check_env_specs
+                    # reports it); e.g. a pixels transform in a list shared by state envs
+                    _skip(t, err)
+                    chain.append(specs.clone())
+                    continue
                 specs = t._transform_specs(specs.clone())
                 chain.append(specs)
         finally:
             self._building = None
         final = chain[-1]
         for t in transforms:
+            if t._absent is not None:
+                continue
             for key in t._root_keys_read():
                 if key not in final.observation:
                     raise ValueError(
@@ -204,7 +231,13 @@ class TransformedEnv(EnvBase):
 
     def _install(self, transforms: list, chain: list) -> None:
         self._transforms = tuple(transforms)
-        self._inv_transforms = tuple(t for t in reversed(transforms) if t._has_inverse())
+        self._active = tuple(t for t in transforms if t._absent is None)  # what steps run
+        base_hook = Transform._reset_env_preprocess
+        self._reset_pre = tuple(
+            t for t in self._active if type(t)._reset_env_preprocess is not base_hook
+        )
+        self.batch_size = chain[-1].batch_size  # BatchSizeTransform may change it
+        self._inv_transforms = tuple(t for t in reversed(self._active) if t._has_inverse())
         self._chain = chain
         self._views = {}
         final = chain[-1]
@@ -276,3 +309,33 @@ class _ParentEnv(TransformedEnv):
     def __repr__(self) -> str:
         names = ", ".join(type(t).__name__ for t in self._transforms)
         return f"ParentEnv(env={self.base_env!r}, transforms=[{names}])"
+
+
+def _uses_any_key(transform: Transform, specs: EnvSpecs) -> bool:
+    """Whether any of the transform's in_keys / in_keys_inv is in ``specs``."""
+    outputs = {_as_tuple(k) for k in specs.output_keys()}
+    inputs = {_as_tuple(k) for k in specs.input_keys()}
+    return any(_as_tuple(k) in outputs for k in transform.in_keys) or any(
+        _as_tuple(k) in inputs for k in transform.in_keys_inv
+    )
+
+
+def _skip(transform: Transform, err: KeyError) -> None:
+    reason = str(err.args[0]) if err.args else str(err)
+    if transform.__dict__.get("_absent_warned") != reason:
+        transform.__dict__["_absent_warned"] = reason
+        warnings.warn(
+            f"{reason} The transform is skipped (as TorchRL does); check_env_specs(env) "
+            "raises on it.",
+            stacklevel=5,
+        )
+    transform._absent = reason
+
+
+def skipped_transforms(env) -> list:
+    """``(transform, reason)`` for the transforms ``env`` (and the envs it wraps) skip."""
+    out = []
+    while isinstance(env, TransformedEnv):
+        out.extend((t, t._absent) for t in env._transforms if t._absent is not None)
+        env = env.base_env
+    return out

@@ -21,6 +21,7 @@ env's names). A new transform is a small subclass that overrides what it needs:
 from __future__ import annotations
 
 import copy
+import functools
 import weakref
 
 import torch
@@ -30,6 +31,7 @@ from torch import nn
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Composite, TensorSpec
 from torchrl_lite.envs.transforms._utils import (  # noqa: F401  (re-exported for transforms)
+    AbsentKeyError,
     EnvSpecs,
     _as_tuple,
     _norm_key,
@@ -60,6 +62,9 @@ class Transform(nn.Module):
         >>> Double(in_keys=["observation"])(TensorDict({"observation": torch.ones(2)}, []))["observation"]
         tensor([2., 2.])
     """
+
+    # why the env skips this transform (none of its keys is in the env's specs), or None
+    _absent: str | None = None
 
     def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
         super().__init__()
@@ -99,6 +104,11 @@ class Transform(nn.Module):
         """After a step: ``tensordict`` is the step's input, ``next_tensordict`` its output."""
         return self._call(next_tensordict)
 
+    def _reset_env_preprocess(self, tensordict: TensorDictBase | None) -> TensorDictBase | None:
+        """Before the wrapped env resets: the TensorDict its ``_reset`` gets (e.g. one of
+        another batch size, ``BatchSizeTransform``); identity by default."""
+        return tensordict
+
     def _reset(
         self, tensordict: TensorDictBase | None, tensordict_reset: TensorDictBase
     ) -> TensorDictBase:
@@ -131,6 +141,15 @@ class Transform(nn.Module):
         in the state spec too, so that batched envs pass them to their sub-envs.
         """
         return []
+
+    def _shared_state(self) -> TensorDictBase | None:
+        """State that copies of this transform in other processes may share (``EnvCreator``
+        puts it in shared memory): a TensorDict updated in place, or None."""
+        return None
+
+    def _use_shared_state(self, state: TensorDictBase) -> None:
+        """Use ``state`` (what another copy's ``_shared_state`` returned) as this one's."""
+        raise TypeError(f"{type(self).__name__} has no state to share")
 
     def _attach(self, specs: EnvSpecs) -> None:
         """Check the keys against the parent env's specs (and resolve defaults in subclasses)."""
@@ -290,6 +309,40 @@ class Transform(nn.Module):
         if self.in_keys_inv:
             text += f", in_keys_inv={self.in_keys_inv}, out_keys_inv={self.out_keys_inv}"
         return text
+
+
+def _apply_to_composite(function):
+    """Decorate a spec hook written for one leaf spec so that it maps each in_key's spec.
+
+    TorchRL's idiom for custom transforms: ``transform_observation_spec(self, spec)``
+    written for a leaf spec, decorated with ``@_apply_to_composite``, is called with the
+    spec of each ``in_key`` (a clone) and its result is set at the matching ``out_key``;
+    given a leaf spec directly, it is called on it.
+
+    Example:
+        >>> from torchrl_lite.data import Composite, Unbounded
+        >>> class Twice(Transform):
+        ...     def _apply_transform(self, x):
+        ...         return torch.cat([x, x], -1)
+        ...     @_apply_to_composite
+        ...     def transform_observation_spec(self, spec):
+        ...         return Unbounded((*spec.shape[:-1], 2 * spec.shape[-1]))
+        >>> spec = Composite(observation=Unbounded((3,)))
+        >>> Twice(in_keys=["observation"]).transform_observation_spec(spec)["observation"].shape
+        torch.Size([6])
+    """
+
+    @functools.wraps(function)
+    def apply(self, spec):
+        if not isinstance(spec, Composite):
+            return function(self, spec)
+        present = {_as_tuple(k) for k in spec.keys(True, True)}
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            if _as_tuple(in_key) in present:
+                spec[out_key] = function(self, spec[in_key].clone())
+        return spec
+
+    return apply
 
 
 def _bind(transform: Transform, env) -> None:

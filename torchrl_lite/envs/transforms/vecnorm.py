@@ -197,6 +197,15 @@ class VecNorm(Transform):
         dtype = spec.dtype if spec.dtype.is_floating_point else torch.float32
         return Unbounded(spec.shape, device=spec.device, dtype=dtype)
 
+    def _shared_state(self):
+        return self._td
+
+    def _use_shared_state(self, state) -> None:
+        for key in self._td.keys(True, True) if self._td is not None else ():
+            if state.get(key, None) is None or state.get(key).shape != self._td.get(key).shape:
+                raise ValueError(f"VecNorm: the shared statistics do not match this env at {key!r}")
+        self._td = state
+
     # -- saving --------------------------------------------------------------------------
     def get_extra_state(self):
         return {

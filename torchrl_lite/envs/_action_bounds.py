@@ -1,0 +1,100 @@
+"""Actions against the env's action spec: what raises, what warns (once per env).
+
+A wrong shape or dtype, or a discrete action out of its range, raises ``ValueError``. A
+float action beyond a ``Bounded`` spec's bounds (a Gaussian policy overshooting, for an
+env that clips, as gymnasium's Pendulum does) warns once per env, naming the key, the
+spec and the value, and is passed on unchanged; with ``spec_check="strict"`` it raises.
+
+The per-step check runs on the first step only (``spec_check="first"``); the
+batch-level check (``check_batch_bounds``, one comparison per float-bounded action key
+over a whole rollout or collector batch) notices an overshoot on any later step.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from torchrl_lite.data.tensor_specs import Bounded, TensorSpec
+
+
+class ActionBoundsWarning(UserWarning):
+    """A float action went beyond its ``Bounded`` spec (passed on; the env may clip it)."""
+
+
+def _float_bounded(spec: TensorSpec) -> bool:
+    return isinstance(spec, Bounded) and spec.dtype.is_floating_point
+
+
+def only_overshoots(spec: TensorSpec, value: torch.Tensor) -> bool:
+    """True if ``value`` fails ``spec`` only by being beyond a float ``Bounded`` range."""
+    if not _float_bounded(spec) or not isinstance(value, torch.Tensor):
+        return False
+    if value.dtype != spec.dtype:
+        return False
+    try:
+        return spec.is_in(spec.project(value))
+    except (ValueError, RuntimeError):  # an incompatible shape
+        return False
+
+
+def overshoot_message(env, key, spec: TensorSpec, value: torch.Tensor) -> str:
+    low, high = float(value.min()), float(value.max())
+    return (
+        f"{type(env).__name__}: action {key!r} has values beyond its spec's bounds "
+        f"(min {low:.4g}, max {high:.4g}; spec {spec}). It is passed to the env as is "
+        f"(gymnasium envs such as Pendulum clip it); this warning is shown once per env. "
+        f'Bound the policy (e.g. TanhNormal) or use spec_check="strict" to raise instead.'
+    )
+
+
+def check_action_value(env, key, spec: TensorSpec, value: torch.Tensor) -> None:
+    """``spec.assert_is_in(value)``, except that a float overshoot warns (see module)."""
+    if spec.is_in(value):
+        return
+    if getattr(env, "spec_check", None) != "strict" and only_overshoots(spec, value):
+        warn_overshoot(env, key, spec, value)
+        return
+    spec.assert_is_in(value, key=key)
+
+
+def warn_overshoot(env, key, spec: TensorSpec, value: torch.Tensor) -> None:
+    """Warn once per env and key (the env remembers it in ``_overshoot_warned``)."""
+    warned = env.__dict__.setdefault("_overshoot_warned", set())
+    if key in warned:
+        return
+    warned.add(key)
+    warnings.warn(overshoot_message(env, key, spec, value), ActionBoundsWarning, stacklevel=4)
+
+
+def check_batch_bounds(env, batch, time_dim: int) -> None:
+    """After a rollout or a collector batch: notice a float action beyond its bounds on
+    any step. ``batch`` has the steps along ``time_dim`` (``[*env_batch, T]``); warns once
+    per env and key, or raises ``ValueError`` with ``spec_check="strict"``.
+
+    Costs one comparison per float-bounded action key, and nothing once the env warned.
+    """
+    if env.spec_check == "never":
+        return
+    strict = env.spec_check == "strict"
+    warned = env.__dict__.get("_overshoot_warned", ())
+    for key, spec in env.full_action_spec.items(True, True):
+        if not _float_bounded(spec) or (key in warned and not strict):
+            continue
+        value = batch.get(key, None)
+        if value is None or value.dtype != spec.dtype:
+            continue
+        value = value.movedim(time_dim, 0)  # [T, *batch, *feature]
+        low, high = spec.low, spec.high
+        if value.shape[value.dim() - low.dim() :] != low.shape:  # a batch-unlocked env
+            low, high = low.min(), high.max()
+        if bool(((value < low) | (value > high)).any()):
+            if strict:
+                raise ValueError(
+                    f"{type(env).__name__}: action {key!r} has values beyond its spec's "
+                    f"bounds (min {float(value.min()):.4g}, max {float(value.max()):.4g}; "
+                    f'spec {spec}), and spec_check="strict". Bound the policy (e.g. '
+                    "TanhNormal) or leave spec_check at its default to warn instead."
+                )
+            warn_overshoot(env, key, spec, value)
