@@ -91,6 +91,14 @@ def _trained_policy(folder: str):
     return recipe, cfg, policy
 
 
+def _check_resumable(checkpoint: Path) -> None:
+    """A complete checkpoint is at ``checkpoint``, or beside it after a killed save."""
+    from torchrl_lite.trainers.checkpoint import checkpoint_exists
+
+    if not checkpoint_exists(checkpoint):
+        raise FileNotFoundError(f"Cannot resume: no checkpoint in {checkpoint}.")
+
+
 def _from_json(value):
     return tuple(value) if isinstance(value, list) else value
 
@@ -105,8 +113,7 @@ def train(args) -> dict:
     if args.resume:
         out = Path(args.resume)
         recipe, cfg = _load_run(out)
-        if not (out / "checkpoint").exists():
-            raise FileNotFoundError(f"Cannot resume: no checkpoint in {out / 'checkpoint'}.")
+        _check_resumable(out / "checkpoint")
     else:
         recipe = get_recipe(args.algo)
         changes = {k: v for k, v in (("frames", args.frames), ("seed", args.seed)) if v is not None}

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
 
+from torchrl_lite._atomic import read_json
 from torchrl_lite._utils import closest_match, missing_key_message
 from torchrl_lite.data.replay_buffers.storages import (
     Storage,
@@ -437,7 +438,10 @@ def _fsync_file(file: Path) -> None:
 
 
 def _check_data_files(folder: Path, leaves: list, rows: int) -> None:
-    """Every data file exists with the size its shape and dtype give; raise naming it."""
+    """Every data file exists with the size its shape and dtype give, every metadata file
+    of the memory-mapped TensorDict is JSON; raise naming the file."""
+    for meta_file in sorted((folder / "data").rglob("meta.json")):
+        read_json(meta_file)
     for leaf in leaves:
         try:
             file = folder / leaf["file"]
