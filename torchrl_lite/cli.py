@@ -321,12 +321,19 @@ def evaluate(
     mean = sum(returns) / len(returns)
     std = math.sqrt(sum((r - mean) ** 2 for r in returns) / len(returns))
     if video:
-        import imageio.v2 as imageio
-
-        imageio.mimsave(video, torch.cat(frames).numpy(), fps=30)
+        _write_video(video, torch.cat(frames).numpy())
     if not quiet:
         print(f"mean return: {mean:.1f} +/- {std:.1f} over {episodes} episodes", flush=True)
     return mean, std
+
+
+def _write_video(path: str, frames) -> None:
+    """Write ``[T, H, W, 3]`` uint8 frames padded to codec-friendly sizes (no rescaling)."""
+    import imageio.v2 as imageio
+
+    from torchrl_lite.record.loggers.common import codec_friendly
+
+    imageio.mimsave(path, codec_friendly(frames), fps=30, macro_block_size=1)
 
 
 def make_dataset(folder: str, path: str, frames: int, noise: float, seed: int) -> dict:

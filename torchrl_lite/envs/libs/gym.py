@@ -28,6 +28,7 @@ from torchrl_lite.data.tensor_specs import (
 )
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.libs._gym_state import gym_env_state, load_gym_env_state
+from torchrl_lite.envs.libs._headless import use_offscreen_sdl
 
 __all__ = ["GymEnv", "GymWrapper"]
 
@@ -249,6 +250,7 @@ class GymWrapper(EnvBase):
     def _probe_render(self) -> np.ndarray:
         if getattr(self._env, "render_mode", None) != "rgb_array":
             raise ValueError("from_pixels=True needs an env made with render_mode='rgb_array'")
+        use_offscreen_sdl()
         self._env.reset()
         return self._render_array()
 
@@ -533,6 +535,8 @@ class GymEnv(GymWrapper):
         wrapper_kwargs = {k: kwargs.pop(k) for k in self._wrapper_args if k in kwargs}
         if wrapper_kwargs.get("from_pixels"):
             kwargs.setdefault("render_mode", "rgb_array")
+        if kwargs.get("render_mode") == "rgb_array":
+            use_offscreen_sdl()  # no "XDG_RUNTIME_DIR is invalid" on headless renders
         _check_env_id(env_name)
         self.env_name = env_name
         if num_envs:
