@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 REPO = str(Path(__file__).resolve().parents[2])
 
@@ -59,18 +58,6 @@ def test_cli_video_is_padded_not_rescaled_and_silent(tmp_path, capfd):
     video = read_video(tmp_path / "v.mp4")
     assert video.shape[1:] == (400, 608, 3)  # 600 padded to 38 x 16, not rescaled
     assert abs(float(video[:, :, :600].mean()) - 200) < 3  # the picture is untouched
-
-
-def test_csv_logger_video_is_padded_to_16(tmp_path, capfd):
-    pytest.importorskip("imageio_ffmpeg")
-    from torchrl_lite.record.loggers.csv import CSVLogger
-
-    logger = CSVLogger("exp", log_dir=str(tmp_path), video_format="mp4")
-    video = torch.full((1, 4, 3, 33, 45), 120, dtype=torch.uint8)  # [N, T, C, H, W]
-    path = logger.experiment.add_video("clip", video, step=0)
-    logger.close()
-    assert "macro_block_size" not in capfd.readouterr().err
-    assert read_video(path).shape[1:] == (48, 48, 3)
 
 
 def test_pyproject_license_is_an_spdx_string():

@@ -250,6 +250,13 @@ class GymWrapper(EnvBase):
     def _probe_render(self) -> np.ndarray:
         if getattr(self._env, "render_mode", None) != "rgb_array":
             raise ValueError("from_pixels=True needs an env made with render_mode='rgb_array'")
+        modes = self._env.metadata.get("render_modes", [])
+        if "rgb_array" not in modes:
+            name = getattr(getattr(self._env, "spec", None), "id", type(self._env).__name__)
+            raise ValueError(
+                f"from_pixels=True needs an 'rgb_array' render mode, but {name} renders only "
+                f"{modes}; use its state observations, or wrap it to render frames."
+            )
         use_offscreen_sdl()
         self._env.reset()
         return self._render_array()
@@ -266,6 +273,8 @@ class GymWrapper(EnvBase):
 
     # -- the three hooks -------------------------------------------------------------
     def _set_seed(self, seed: int) -> None:
+        if seed < 0:  # gymnasium's own error is a bare "Seed must be greater or equal to zero"
+            raise ValueError(f"{type(self).__name__}: seed must be >= 0, got {seed}.")
         self._pending_seed = seed
         self._env.action_space.seed(seed)
 
@@ -531,6 +540,7 @@ class GymEnv(GymWrapper):
     def __init__(
         self, env_name: str, num_envs: int = 0, vectorization_mode: str = "sync", **kwargs
     ):
+        _check_num_envs(num_envs)
         gym = _gym()
         wrapper_kwargs = {k: kwargs.pop(k) for k in self._wrapper_args if k in kwargs}
         if wrapper_kwargs.get("from_pixels"):
@@ -550,6 +560,14 @@ class GymEnv(GymWrapper):
         else:
             env = gym.make(env_name, **kwargs)
         super().__init__(env, **wrapper_kwargs)
+
+
+def _check_num_envs(num_envs) -> None:
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 0:
+        raise ValueError(
+            f"GymEnv: num_envs must be an int >= 0 (0: one env without a batch dimension), "
+            f"got {num_envs!r}."
+        )
 
 
 def _check_env_id(env_name) -> None:

@@ -20,10 +20,11 @@ import importlib.util
 import json
 import os
 
+import numpy as np
 import torch
 
 from torchrl_lite._utils import require
-from torchrl_lite.record.loggers.common import Logger, codec_friendly, video_to_frames
+from torchrl_lite.record.loggers.common import Logger, video_to_frames
 
 __all__ = ["CSVLogger", "CSVExperiment"]
 
@@ -153,8 +154,13 @@ class CSVExperiment:
         fps = self.video_fps if fps is None else fps
         iio = require("imageio.v3", "rendering")
         if self.video_format == "mp4":
-            # pad to libx264's 16-pixel blocks rather than let ffmpeg rescale every frame
-            frames = codec_friendly(frames)
+            # libx264 (yuv420p) needs even sizes: pad odd ones with a black row/column
+            # rather than let ffmpeg rescale every frame.
+            t, h, w, c = frames.shape
+            if h % 2 or w % 2:
+                padded = np.zeros((t, h + h % 2, w + w % 2, c), dtype=frames.dtype)
+                padded[:, :h, :w] = frames
+                frames = padded
             kwargs.setdefault("macro_block_size", 1)
             iio.imwrite(path, frames, plugin="FFMPEG", fps=fps, **kwargs)
         else:
