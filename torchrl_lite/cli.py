@@ -91,6 +91,75 @@ def _trained_policy(folder: str):
     return recipe, cfg, policy
 
 
+def _check_resumable(checkpoint: Path) -> None:
+    """A complete checkpoint is at ``checkpoint``, or beside it after a killed save."""
+    from torchrl_lite.trainers.checkpoint import checkpoint_exists
+
+    if not checkpoint_exists(checkpoint):
+        raise FileNotFoundError(f"Cannot resume: no checkpoint in {checkpoint}.")
+
+
+def _typed_options(args, overrides: dict[str, str]) -> dict[str, str]:
+    """Config field -> the option as the user typed it (``--frames -5``, ``lr=-1``)."""
+    typed = {k: f"{k}={v}" for k, v in overrides.items()}
+    for name in ("frames", "seed", "env"):
+        if getattr(args, name) is not None:
+            typed[name] = f"--{name} {getattr(args, name)}"
+    return typed
+
+
+def _check_config_ranges(cfg, typed: dict[str, str]) -> None:
+    from torchrl_lite.recipes.ranges import check_ranges
+
+    check_ranges(cfg, typed)
+
+
+def _check_resume_overrides(saved, cfg, typed: dict[str, str]) -> None:
+    """Refuse overrides that change the saved run's networks, env or buffer."""
+    from torchrl_lite.recipes.ranges import STRUCTURAL
+
+    changed = [k for k in STRUCTURAL if hasattr(saved, k) and getattr(saved, k) != getattr(cfg, k)]
+    if changed:
+        was = ", ".join(f"{k}={getattr(saved, k)!r}" for k in changed)
+        raise ValueError(
+            f"--resume: {', '.join(typed.get(k, k) for k in changed)} would change the network, "
+            f"env or buffer of the saved run (its config.json has {was}), so its checkpoint "
+            f"cannot load; drop these overrides, or start a new run with --out."
+        )
+
+
+def _check_options(args) -> None:
+    """Range-check the command's own options before anything runs."""
+    rules = {  # option -> (attribute, lowest allowed value)
+        "train": [("--frames", "frames", 1), ("--seed", "seed", 0)],
+        "eval": [("--episodes", "episodes", 1)],
+        "dataset": [("--frames", "frames", 1), ("--seed", "seed", 0), ("--noise", "noise", 0)],
+        "demo": [("--num-envs", "num_envs", 0), ("--steps", "steps", 1), ("--seed", "seed", 0)],
+    }.get(args.command, [])
+    for option, attr, low in rules:
+        value = getattr(args, attr, None)
+        if value is not None and not (math.isfinite(value) and value >= low):
+            raise ValueError(f"{option} {value}: must be >= {low} (and finite).")
+
+
+def _report_unexpected(err: BaseException) -> int:
+    """One ``torchrl-lite: error:`` line for an unexpected exception; the traceback saved."""
+    import tempfile
+    import traceback
+
+    folder = Path(os.environ.get("TORCHRL_LITE_TRACEBACK_DIR", tempfile.gettempdir()))
+    path = folder / f"torchrl-lite-traceback-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(traceback.format_exception(err)))
+        where = f"traceback saved to {path}"
+    except OSError as write_err:
+        where = f"the traceback could not be saved ({write_err})"
+    message = " ".join(str(err).split()) or "(no message)"
+    print(f"torchrl-lite: error: {type(err).__name__}: {message} ({where})", file=sys.stderr)
+    return 1
+
+
 def _from_json(value):
     return tuple(value) if isinstance(value, list) else value
 
@@ -102,17 +171,23 @@ def train(args) -> dict:
     from torchrl_lite.record import get_logger
 
     overrides = _parse_overrides(args.overrides)
-    if args.resume:
+    typed = _typed_options(args, overrides)
+    if args.resume:  # options given with --resume act as overrides of the saved config
+        for name in ("frames", "seed", "env"):
+            if getattr(args, name) is not None:
+                overrides[name] = str(getattr(args, name))
         out = Path(args.resume)
         recipe, cfg = _load_run(out)
-        if not (out / "checkpoint").exists():
-            raise FileNotFoundError(f"Cannot resume: no checkpoint in {out / 'checkpoint'}.")
+        _check_resumable(out / "checkpoint")
     else:
         recipe = get_recipe(args.algo)
         changes = {k: v for k, v in (("frames", args.frames), ("seed", args.seed)) if v is not None}
         cfg = config_for(recipe, args.env, **changes)
         out = Path(args.out or f"runs/{recipe.ALGO}-{cfg.env.replace('/', '-')}-s{cfg.seed}")
-    cfg = apply_overrides(cfg, overrides)
+    saved, cfg = cfg, apply_overrides(cfg, overrides)
+    _check_config_ranges(cfg, typed)
+    if args.resume:
+        _check_resume_overrides(saved, cfg, typed)
     if getattr(cfg, "dataset", None):  # offline: saved absolute, so eval/resume work anywhere
         cfg = dataclasses.replace(cfg, dataset=str(Path(cfg.dataset).resolve()))
     target = cfg.target if cfg.target is not None else recipe.TARGETS.get(cfg.env)
@@ -246,12 +321,19 @@ def evaluate(
     mean = sum(returns) / len(returns)
     std = math.sqrt(sum((r - mean) ** 2 for r in returns) / len(returns))
     if video:
-        import imageio.v2 as imageio
-
-        imageio.mimsave(video, torch.cat(frames).numpy(), fps=30)
+        _write_video(video, torch.cat(frames).numpy())
     if not quiet:
         print(f"mean return: {mean:.1f} +/- {std:.1f} over {episodes} episodes", flush=True)
     return mean, std
+
+
+def _write_video(path: str, frames) -> None:
+    """Write ``[T, H, W, 3]`` uint8 frames padded to codec-friendly sizes (no rescaling)."""
+    import imageio.v2 as imageio
+
+    from torchrl_lite.record.loggers.common import codec_friendly
+
+    imageio.mimsave(path, codec_friendly(frames), fps=30, macro_block_size=1)
 
 
 def make_dataset(folder: str, path: str, frames: int, noise: float, seed: int) -> dict:
@@ -360,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra:  # key=value overrides given after options
         args.overrides += extra
     try:
+        _check_options(args)
         if args.command == "train":
             if args.algo is None and not args.resume:
                 raise ValueError(
@@ -380,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, ImportError) as err:
         print(f"torchrl-lite: error: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # a bug or an unforeseen failure: one line, traceback on disk
+        return _report_unexpected(err)
     return 0
 
 

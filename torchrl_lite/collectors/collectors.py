@@ -32,6 +32,7 @@ from torchrl_lite.collectors._policy import (
     recurrent_specs,
 )
 from torchrl_lite.collectors._recorder import _Recorder
+from torchrl_lite.envs._step_checks import check_step_output
 from torchrl_lite.envs.utils import (
     ExplorationType,
     check_action_value,
@@ -232,6 +233,9 @@ class SyncDataCollector(DataCollectorBase):
                     td = env.rand_action(td)
                 preset = td._get_str(K.NEXT, None)  # the policy's ("next", ...) entries
                 next_td = env_step(td)
+                if not self.__dict__.get("_output_checked"):  # once: _step against the specs
+                    check_step_output(env, next_td)
+                    self._output_checked = True
                 if preset is not None:
                     _merge_preset(next_td, preset)
                 if truncating:

@@ -333,6 +333,16 @@ class _Ranged(TensorSpec):
         return torch.clamp(value.to(work), lo.to(work), hi.to(work)).to(self.dtype)
 
 
+def _check_not_nan(low, high) -> None:
+    for name, value in (("low", low), ("high", high)):
+        value = torch.as_tensor(value)
+        if value.is_floating_point() and bool(value.isnan().any()):
+            raise ValueError(
+                f"Bounded: {name} holds NaN ({value.tolist()}); give finite bounds, or "
+                f"+/-inf for an unbounded side (or use Unbounded)."
+            )
+
+
 class Bounded(_Ranged):
     """Values between ``low`` and ``high`` (inclusive), scalar or per element.
 
@@ -343,6 +353,7 @@ class Bounded(_Ranged):
     """
 
     def __init__(self, low, high, shape=None, device=None, dtype: torch.dtype = torch.float32):
+        _check_not_nan(low, high)
         low, high = torch.as_tensor(low, dtype=dtype), torch.as_tensor(high, dtype=dtype)
         shape = torch.broadcast_shapes(low.shape, high.shape) if shape is None else shape
         super().__init__(shape, dtype, device)
@@ -381,6 +392,16 @@ class Bounded(_Ranged):
         return u.mul_(self._span).floor_().to(self.dtype).add_(self.low)
 
 
+def _check_sizes(spec: str, name: str, values) -> None:
+    """Category counts are integers >= 1 (a spec of 0 categories can hold nothing)."""
+    values = torch.as_tensor(values)
+    if values.is_floating_point() or values.numel() == 0 or bool((values < 1).any()):
+        raise ValueError(
+            f"{spec}: {name} must be integers >= 1 (the number of categories), got "
+            f"{values.tolist()}."
+        )
+
+
 class Categorical(_Ranged):
     """Integer values in ``[0, n)``; the action of a discrete env (``shape=()`` by default).
 
@@ -391,6 +412,7 @@ class Categorical(_Ranged):
     """
 
     def __init__(self, n: int, shape=(), device=None, dtype: torch.dtype = torch.int64):
+        _check_sizes("Categorical", "n", n)
         super().__init__(shape, dtype, device)
         self.n = int(n)
         self._lo = torch.tensor(0, device=self.device)
@@ -423,6 +445,7 @@ class MultiCategorical(_Ranged):
     """
 
     def __init__(self, nvec, shape=None, device=None, dtype: torch.dtype = torch.int64):
+        _check_sizes("MultiCategorical", "nvec", nvec)
         nvec = torch.as_tensor(nvec, dtype=torch.int64)
         super().__init__(nvec.shape if shape is None else shape, dtype, device)
         try:
@@ -447,6 +470,7 @@ class _OneHots(TensorSpec):
     """Concatenated one-hot vectors of sizes ``self.nvec`` (the last dim is their sum)."""
 
     def __init__(self, nvec, shape, device, dtype):
+        _check_sizes(type(self).__name__, "n" if type(self).__name__ == "OneHot" else "nvec", nvec)
         self.nvec = [int(k) for k in nvec]
         shape = torch.Size([sum(self.nvec)]) if shape is None else _size(shape)
         if not shape or shape[-1] != sum(self.nvec):

@@ -28,6 +28,7 @@ from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Categorical, Composite, TensorSpec, Unbounded, _size
 from torchrl_lite.envs._action_bounds import check_action_value, check_batch_bounds
 from torchrl_lite.envs._rollout import _RolloutRecorder
+from torchrl_lite.envs._step_checks import check_step_output
 from torchrl_lite.envs.utils import step_mdp
 
 __all__ = ["EnvBase"]
@@ -311,9 +312,12 @@ class EnvBase:
         if self._requires_reset and not self._is_reset:
             self._check_open("step")
             raise RuntimeError(f"Call reset() before step() on {type(self).__name__}.")
-        if not self._checked_action:
+        checking = not self._checked_action
+        if checking:
             self._check_action(tensordict)
         next_td = self._step(tensordict)
+        if checking:  # the first step's output against the specs (see _step_checks.py)
+            check_step_output(self, next_td)
         _set_next(tensordict, next_td)
         return tensordict
 

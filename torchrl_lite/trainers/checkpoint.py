@@ -8,11 +8,13 @@ A checkpoint is a folder (``Trainer.save(path)`` / ``Trainer.load(path)``)::
       <name>/      what a hook with ``dumps(folder)`` wrote (e.g. the replay buffer)
       meta.json    format, version, frames: written last, it marks the folder complete
 
-:func:`save_checkpoint` writes everything into ``path.tmp``, flushes it to disk, then swaps
-it into place (``path -> path.old``, ``path.tmp -> path``, remove ``path.old``) with Ctrl-C
-deferred during the swap: at every instant either the previous checkpoint or the new one
-is complete, and :func:`load_checkpoint` falls back to ``path.old`` if a crash hit between
-the two renames. Loading never writes.
+:func:`save_checkpoint` writes everything into ``path.tmp-<pid>``, flushes it to disk, then
+swaps it into place (``path -> path.old-<pid>``, ``path.tmp-<pid> -> path``, remove the old
+one) with Ctrl-C deferred during the swap (``torchrl_lite/_atomic.py``): at every instant a
+complete checkpoint is on disk. If a kill hit between the two renames,
+:func:`load_checkpoint` reads the newest complete copy beside ``path`` with a one-line
+:class:`~torchrl_lite._atomic.RecoveryWarning` (loading never writes); the next save puts
+that copy back in place and removes what dead processes left.
 
 Env states make a resumed run continue exactly: each env's ``state_dict()`` holds its
 torch generators (``PendulumEnv.rng``), its gymnasium env (pickled whole when it allows it,
@@ -26,23 +28,22 @@ warning says so) and such a run resumes, but not bit-exact.
 
 from __future__ import annotations
 
-import contextlib
+import glob
 import json
-import os
 import random
-import shutil
-import signal
-import threading
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from torchrl_lite._atomic import find_complete, write_folder, write_synced
+from torchrl_lite._atomic import sigint_deferred as _sigint_deferred  # noqa: F401
+
 __all__ = [
     "save_checkpoint",
     "load_checkpoint",
+    "checkpoint_exists",
     "rng_state",
     "set_rng_state",
 ]
@@ -82,26 +83,15 @@ def save_checkpoint(
             f"refusing to replace {path}: it exists and is not a checkpoint folder written "
             f"by Trainer.save (no {_META_FILE} of format {FORMAT!r}). Choose another path."
         )
-    tmp, old = _sibling(path, "tmp"), _sibling(path, "old")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        _write_synced(tmp / _STATE_FILE, lambda f: torch.save(state, f))
+    info = {"format": FORMAT, "version": VERSION, **(meta or {})}
+
+    def write(folder: Path) -> None:
+        write_synced(folder / _STATE_FILE, lambda f: torch.save(state, f))
         for name, dump in (dumpers or {}).items():
-            dump(tmp / name)
-        info = {"format": FORMAT, "version": VERSION, **(meta or {})}
-        _write_synced(tmp / _META_FILE, lambda f: f.write(json.dumps(info, indent=1).encode()))
-        with _sigint_deferred():
-            if path.exists():
-                shutil.rmtree(old, ignore_errors=True)
-                os.rename(path, old)
-                os.rename(tmp, path)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.rename(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return path
+            dump(folder / name)
+        write_synced(folder / _META_FILE, lambda f: f.write(json.dumps(info, indent=1).encode()))
+
+    return write_folder(path, write, _is_checkpoint, "checkpoint")
 
 
 def load_checkpoint(path) -> tuple[dict, Path]:
@@ -112,23 +102,20 @@ def load_checkpoint(path) -> tuple[dict, Path]:
 
     Returns:
         ``(state, folder)``: the ``state.pt`` contents and the folder actually read
-        (``path``, or ``path.old`` after a crash in the middle of a save).
+        (``path``, or the complete copy a save killed part-way left beside it, with a
+        :class:`~torchrl_lite._atomic.RecoveryWarning`).
 
     Raises:
         FileNotFoundError: nothing at ``path``.
         ValueError: ``path`` is not a complete, readable checkpoint of this format.
     """
     path = Path(path)
-    folder = path
-    if not path.exists():
-        old = _sibling(path, "old")
-        if not _is_checkpoint(old):
-            raise FileNotFoundError(
-                f"no checkpoint at {path}: the path does not exist. Pass the folder that "
-                f"Trainer.save (or save_trainer_file) wrote."
-            )
-        warnings.warn(f"{path} is missing; loading the previous checkpoint {old}.")
-        folder = old
+    folder = find_complete(path, _is_checkpoint, "checkpoint") or path
+    if not folder.exists():
+        raise FileNotFoundError(
+            f"no checkpoint at {path}: the path does not exist. Pass the folder that "
+            f"Trainer.save (or save_trainer_file) wrote."
+        )
     if not folder.is_dir():
         raise ValueError(
             f"{folder} is a file, not a checkpoint folder written by Trainer.save "
@@ -150,7 +137,7 @@ def load_checkpoint(path) -> tuple[dict, Path]:
         state = torch.load(folder / _STATE_FILE, map_location="cpu", weights_only=False)
     except Exception as err:  # any unpickling failure means the file is damaged
         raise ValueError(
-            f"corrupt checkpoint at {folder}: cannot read {_STATE_FILE} "
+            f"corrupt checkpoint at {folder}: cannot read {folder / _STATE_FILE} "
             f"({type(err).__name__}: {err})."
         ) from err
     if not isinstance(state, dict):
@@ -158,8 +145,12 @@ def load_checkpoint(path) -> tuple[dict, Path]:
     return state, folder
 
 
-def _sibling(path: Path, tag: str) -> Path:
-    return path.with_name(f"{path.name}.{tag}")
+def checkpoint_exists(path) -> bool:
+    """Whether :func:`load_checkpoint` finds a complete checkpoint at ``path`` (or beside it)."""
+    path = Path(path)
+    return _is_checkpoint(path) or any(
+        _is_checkpoint(p) for p in path.parent.glob(f"{glob.escape(path.name)}.*")
+    )
 
 
 def _read_meta(folder: Path) -> dict | None:
@@ -172,33 +163,6 @@ def _read_meta(folder: Path) -> dict | None:
 
 def _is_checkpoint(path: Path) -> bool:
     return path.is_dir() and _read_meta(path) is not None
-
-
-def _write_synced(file: Path, write: Callable) -> None:
-    with open(file, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-@contextlib.contextmanager
-def _sigint_deferred():
-    """Hold Ctrl-C (SIGINT) until the block ends, then raise KeyboardInterrupt."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received = []
-    previous = signal.signal(signal.SIGINT, lambda *args: received.append(args))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if not received or previous is signal.SIG_IGN:
-        return
-    if callable(previous):
-        previous(*received[0])  # the default handler raises KeyboardInterrupt
-    else:
-        raise KeyboardInterrupt
 
 
 # -- RNG states -----------------------------------------------------------------------

@@ -328,6 +328,14 @@ class PrioritizedSampler(Sampler):
         self._max_priority = float(state_dict["max_priority"])
 
 
+def _check_slice_setting(**given) -> None:
+    for name, value in given.items():
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"SliceSampler: {name} must be an int >= 1, got {value!r}.")
+
+
 class SliceSampler(Sampler):
     """Samples contiguous slices of trajectories: ``num_slices`` slices of ``slice_len`` steps.
 
@@ -379,6 +387,7 @@ class SliceSampler(Sampler):
     ) -> None:
         if (num_slices is None) == (slice_len is None):
             raise ValueError("give exactly one of num_slices and slice_len.")
+        _check_slice_setting(num_slices=num_slices, slice_len=slice_len)
         if end_key is not None and traj_key is not None:
             raise ValueError("give end_key or traj_key, not both.")
         self.num_slices = num_slices

@@ -15,7 +15,8 @@ along the first dimension, while ``len`` and ``get`` count and address single it
 (flat position ``row * row_size + column``), so samplers never care about ``ndim``.
 
 ``state_dict``/``load_state_dict`` and ``dumps(path)``/``loads(path)`` save and restore the
-contents; a failed load leaves the storage as it was.
+contents; a failed load leaves the storage as it was. ``dumps`` is atomic and ``loads``
+checks every file it reads (``torchrl_lite/_atomic.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from pathlib import Path
 
 import torch
 from tensordict import TensorDictBase
+
+from torchrl_lite._atomic import find_complete, is_json_dump, read_json, write_folder, write_synced
 
 __all__ = ["Storage", "ListStorage"]
 
@@ -99,13 +102,31 @@ class Storage:
     default_collate = staticmethod(identity_collate)
 
 
-def _read_meta(path: Path) -> dict:
-    meta_file = path / "meta.json"
-    if not meta_file.is_file():
+def _is_dump(folder: Path) -> bool:
+    return is_json_dump(folder, "class")
+
+
+def _write_dump(path, write) -> None:
+    """Write a storage dump folder atomically; ``write(folder)`` writes the data files."""
+    write_folder(path, write, _is_dump, "storage dump")
+
+
+def _read_meta(path) -> tuple[Path, dict]:
+    """``(folder, meta)`` of the dump at ``path`` (or the copy a killed save left)."""
+    path = Path(path)
+    folder = find_complete(path, _is_dump, "storage dump")
+    if folder is None:
+        meta_file = path / "meta.json"
+        if meta_file.is_file():
+            read_json(meta_file)  # raises naming the corrupt file
         raise FileNotFoundError(
             f"{path} holds no dumped storage (missing {meta_file}); write one with dumps()."
         )
-    return json.loads(meta_file.read_text())
+    return folder, read_json(folder / "meta.json")
+
+
+def _write_meta(folder: Path, meta: dict) -> None:
+    write_synced(folder / "meta.json", lambda f: f.write(json.dumps(meta).encode()))
 
 
 def _positions(index) -> torch.Tensor:
@@ -193,17 +214,29 @@ class ListStorage(Storage):
         self._version += 1
 
     def dumps(self, path) -> None:
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        torch.save(self._items, path / "items.pt")
-        meta = {"class": type(self).__name__, "len": len(self._items), "max_size": self.max_size}
-        (path / "meta.json").write_text(json.dumps(meta))
+        items = list(self._items)
+
+        def write(folder: Path) -> None:
+            write_synced(folder / "items.pt", lambda f: torch.save(items, f))
+            _write_meta(
+                folder, {"class": type(self).__name__, "len": len(items), "max_size": self.max_size}
+            )
+
+        _write_dump(path, write)
 
     def loads(self, path) -> None:
-        path = Path(path)
-        _read_meta(path)
-        # the items are arbitrary Python objects: only load dumps you trust
-        self.load_state_dict({"items": torch.load(path / "items.pt", weights_only=False)})
+        folder, _ = _read_meta(path)
+        file = folder / "items.pt"
+        try:
+            # the items are arbitrary Python objects: only load dumps you trust
+            items = torch.load(file, weights_only=False)
+        except FileNotFoundError as err:
+            raise FileNotFoundError(f"the storage dump at {folder} is missing {file}.") from err
+        except Exception as err:
+            raise ValueError(f"{file} is corrupt: {type(err).__name__}: {err}") from err
+        if not isinstance(items, list):
+            raise ValueError(f"{file} is corrupt: it holds a {type(items).__name__}, not a list.")
+        self.load_state_dict({"items": items})
 
     default_collate = staticmethod(_stack_items)
 

@@ -10,8 +10,8 @@ the first write, in memory or as memory-mapped files.
 
 from __future__ import annotations
 
-import json
 import math
+import os
 import shutil
 import tempfile
 import weakref
@@ -20,8 +20,15 @@ from pathlib import Path
 import torch
 from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
 
+from torchrl_lite._atomic import read_json
 from torchrl_lite._utils import closest_match, missing_key_message
-from torchrl_lite.data.replay_buffers.storages import Storage, _positions, _read_meta
+from torchrl_lite.data.replay_buffers.storages import (
+    Storage,
+    _positions,
+    _read_meta,
+    _write_dump,
+    _write_meta,
+)
 
 __all__ = ["TensorStorage", "LazyTensorStorage", "LazyMemmapStorage"]
 
@@ -367,29 +374,107 @@ class TensorStorage(Storage):
         self._version += 1
 
     def dumps(self, path) -> None:
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        if self._data is not None and self._rows:
-            self._plain_rows().memmap(prefix=path / "data", existsok=True)
-        meta = {
-            "class": type(self).__name__,
-            "rows": self._rows if self._data is not None else 0,
-            "is_tensor": self._is_tensor,
-            "max_size": self.max_size,
-            "ndim": self.ndim,
-        }
-        (path / "meta.json").write_text(json.dumps(meta))
+        def write(folder: Path) -> None:
+            leaves = []
+            if self._data is not None and self._rows:
+                self._plain_rows().memmap(prefix=folder / "data", existsok=True)
+                for key, leaf in self._leaves.items():
+                    rows = leaf[: self._rows]
+                    file = Path("data", *_key_parts(key)).with_suffix(".memmap")
+                    leaves.append(
+                        {
+                            "key": list(_key_parts(key)),
+                            "file": file.as_posix(),
+                            "shape": list(rows.shape),
+                            "dtype": str(rows.dtype).removeprefix("torch."),
+                        }
+                    )
+                    _fsync_file(folder / file)
+            meta = {
+                "class": type(self).__name__,
+                "rows": self._rows if self._data is not None else 0,
+                "is_tensor": self._is_tensor,
+                "max_size": self.max_size,
+                "ndim": self.ndim,
+                "leaves": leaves,
+            }
+            _write_meta(folder, meta)
+
+        _write_dump(path, write)
 
     def loads(self, path) -> None:
-        path = Path(path)
-        meta = _read_meta(path)
-        if meta["ndim"] != self.ndim:
-            raise ValueError(f"the dump has ndim={meta['ndim']}, this storage ndim={self.ndim}.")
-        if not meta["rows"]:
+        folder, meta = _read_meta(path)
+        meta_file = folder / "meta.json"
+        try:
+            rows, ndim, leaves = int(meta["rows"]), int(meta["ndim"]), list(meta["leaves"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(
+                f"{meta_file} is corrupt or from an older version: no valid {err} entry."
+            ) from err
+        if ndim != self.ndim:
+            raise ValueError(f"the dump has ndim={ndim}, this storage ndim={self.ndim}.")
+        if not rows:
             self.empty()
             return
-        data = TensorDict.load_memmap(path / "data")
-        self._load_rows(data[_TENSOR_KEY] if meta["is_tensor"] else data, meta["rows"])
+        _check_data_files(folder, leaves, rows)
+        try:
+            data = TensorDict.load_memmap(folder / "data")
+        except Exception as err:
+            raise ValueError(
+                f"the memory-mapped data in {folder / 'data'} is corrupt "
+                f"({type(err).__name__}: {err}); its meta.json files do not describe it."
+            ) from err
+        for leaf in leaves:
+            value = data.get(tuple(leaf["key"]), None)
+            expected = (list(leaf["shape"]), leaf["dtype"])
+            got = None if value is None else (list(value.shape), str(value.dtype)[6:])
+            if got != expected:
+                raise ValueError(
+                    f"{folder / leaf['file']}: {folder / 'data'}'s meta.json files describe it "
+                    f"as {got} (shape, dtype), {meta_file} as {expected}: the dump is corrupt."
+                )
+        self._load_rows(data[_TENSOR_KEY] if meta.get("is_tensor") else data, rows)
+
+
+def _key_parts(key) -> tuple:
+    return key if isinstance(key, tuple) else (key,)
+
+
+def _fsync_file(file: Path) -> None:
+    with open(file, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+def _check_data_files(folder: Path, leaves: list, rows: int) -> None:
+    """Every data file exists with the size its shape and dtype give, every metadata file
+    of the memory-mapped TensorDict is JSON; raise naming the file."""
+    for meta_file in sorted((folder / "data").rglob("meta.json")):
+        read_json(meta_file)
+    for leaf in leaves:
+        try:
+            file = folder / leaf["file"]
+            shape, dtype = [int(n) for n in leaf["shape"]], getattr(torch, leaf["dtype"])
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise ValueError(
+                f"{folder / 'meta.json'} is corrupt: bad leaf entry {leaf!r}."
+            ) from err
+        if not isinstance(dtype, torch.dtype) or not shape or shape[0] != rows:
+            raise ValueError(
+                f"{folder / 'meta.json'} is corrupt: leaf {leaf['file']} has shape {shape} and "
+                f"dtype {leaf['dtype']!r} for {rows} rows."
+            )
+        expected = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        if not file.is_file():
+            raise FileNotFoundError(
+                f"the storage dump at {folder} is missing its data file {file} "
+                f"(shape {shape}, {leaf['dtype']}); the dump is incomplete, nothing was loaded."
+            )
+        size = file.stat().st_size
+        if size != expected:
+            raise ValueError(
+                f"data file {file} holds {size} bytes but its shape {shape} and dtype "
+                f"{leaf['dtype']} need {expected} (truncated or wrong file); nothing was loaded."
+            )
 
 
 def _gather(tree: list, index: torch.Tensor, batch_size: torch.Size, device) -> TensorDict:

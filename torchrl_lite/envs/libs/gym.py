@@ -28,6 +28,7 @@ from torchrl_lite.data.tensor_specs import (
 )
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.libs._gym_state import gym_env_state, load_gym_env_state
+from torchrl_lite.envs.libs._headless import use_offscreen_sdl
 from torchrl_lite.envs.utils import classproperty
 
 __all__ = ["GymEnv", "GymWrapper"]
@@ -262,6 +263,14 @@ class GymWrapper(EnvBase):
     def _probe_render(self) -> np.ndarray:
         if getattr(self._env, "render_mode", None) != "rgb_array":
             raise ValueError("from_pixels=True needs an env made with render_mode='rgb_array'")
+        modes = self._env.metadata.get("render_modes", [])
+        if "rgb_array" not in modes:
+            name = getattr(getattr(self._env, "spec", None), "id", type(self._env).__name__)
+            raise ValueError(
+                f"from_pixels=True needs an 'rgb_array' render mode, but {name} renders only "
+                f"{modes}; use its state observations, or wrap it to render frames."
+            )
+        use_offscreen_sdl()
         self._env.reset()
         return self._render_array()
 
@@ -277,6 +286,8 @@ class GymWrapper(EnvBase):
 
     # -- the three hooks -------------------------------------------------------------
     def _set_seed(self, seed: int) -> None:
+        if seed < 0:  # gymnasium's own error is a bare "Seed must be greater or equal to zero"
+            raise ValueError(f"{type(self).__name__}: seed must be >= 0, got {seed}.")
         self._pending_seed = seed
         self._env.action_space.seed(seed)
 
@@ -547,10 +558,13 @@ class GymEnv(GymWrapper):
     def __init__(
         self, env_name: str, num_envs: int = 0, vectorization_mode: str = "sync", **kwargs
     ):
+        _check_num_envs(num_envs)
         gym = _gym()
         wrapper_kwargs = {k: kwargs.pop(k) for k in self._wrapper_args if k in kwargs}
         if wrapper_kwargs.get("from_pixels"):
             kwargs.setdefault("render_mode", "rgb_array")
+        if kwargs.get("render_mode") == "rgb_array":
+            use_offscreen_sdl()  # no "XDG_RUNTIME_DIR is invalid" on headless renders
         _check_env_id(env_name)
         self.env_name = env_name
         if num_envs:
@@ -564,6 +578,14 @@ class GymEnv(GymWrapper):
         else:
             env = gym.make(env_name, **kwargs)
         super().__init__(env, **wrapper_kwargs)
+
+
+def _check_num_envs(num_envs) -> None:
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 0:
+        raise ValueError(
+            f"GymEnv: num_envs must be an int >= 0 (0: one env without a batch dimension), "
+            f"got {num_envs!r}."
+        )
 
 
 def _check_env_id(env_name) -> None:

@@ -121,6 +121,29 @@ class ObservationNorm(Transform):
                 require_keys(self, _OBS_NORM_DEFAULT_KEYS[:1], specs.observation.keys(True, True))
             self.in_keys = present
         super()._attach(specs)
+        self._check_affine_shapes(specs.observation)
+
+    def _check_affine_shapes(self, observation_spec) -> None:
+        """loc and scale must broadcast to each normalised entry's shape (checked at attach)."""
+        if self.loc is None:
+            return
+        for key in self.in_keys:
+            spec = observation_spec.get(key, None) if key in observation_spec else None
+            if spec is None:
+                continue
+            for name in ("loc", "scale"):
+                shape = self._buffers[name].shape
+                try:
+                    fits = torch.broadcast_shapes(shape, spec.shape) == spec.shape
+                except RuntimeError:
+                    fits = False
+                if not fits:
+                    raise ValueError(
+                        f"ObservationNorm: {name} of shape {list(shape)} cannot apply to {key!r} "
+                        f"of shape {list(spec.shape)} ({spec}); give a {name} broadcastable to "
+                        f"{list(spec.shape)} (e.g. shape {list(spec.shape[-1:])}), or call "
+                        f"init_stats instead."
+                    )
 
     def _check_present(self, tensordict, pairs):
         if self._default_keys and self.container is None:

@@ -53,6 +53,17 @@ def _make(cls, kwargs: dict | None, *args):
     return cls(*args, **(kwargs or {}))
 
 
+def _check_widths(in_features, cells: list[int], out_features) -> None:
+    """Every layer size is >= 1: a zero-width layer would build and silently output nothing."""
+    outs = list(out_features) if isinstance(out_features, Sequence) else [out_features]
+    named = [("in_features", in_features), ("num_cells", cells), ("out_features", outs)]
+    for name, values in named:
+        values = values if isinstance(values, list) else [values]
+        if any(v is not None and int(v) < 1 for v in values):
+            shown = values if len(values) > 1 or name == "num_cells" else values[0]
+            raise ValueError(f"MLP: {name} must be >= 1, got {shown}.")
+
+
 class _SingleBias(nn.Module):
     """Adds one learned scalar to every output (``MLP(single_bias_last_layer=True)``)."""
 
@@ -149,6 +160,7 @@ class MLP(nn.Sequential):
         widths = cells + ([out_size] if out_size is not None else [])
         if not widths:
             raise ValueError("MLP with depth=0 needs out_features.")
+        _check_widths(in_features, cells, out_features)
         n_act = len(cells) + (1 if activate_last_layer and out_size is not None else 0)
         act_kwargs = _per_layer(activation_kwargs, max(n_act, 1), "activation_kwargs")
         n_norm = len(cells) + (1 if activate_last_layer and out_size is not None else 0)

@@ -323,3 +323,21 @@ def video_to_frames(video: torch.Tensor) -> np.ndarray:
     if frames.shape[1] == 1:
         frames = frames.expand(-1, 3, -1, -1)
     return frames.permute(0, 2, 3, 1).contiguous().numpy()
+
+
+def codec_friendly(frames: np.ndarray, multiple: int = 16) -> np.ndarray:
+    """Pad ``[T, H, W, C]`` frames with black rows/columns to sizes that are multiples of
+    ``multiple``: video codecs (libx264's macro blocks) need them, and writers would
+    otherwise rescale every frame with a warning.
+
+    Example:
+        >>> codec_friendly(np.ones((2, 400, 600, 3), dtype=np.uint8)).shape
+        (2, 400, 608, 3)
+    """
+    t, h, w, c = frames.shape
+    height, width = -(-h // multiple) * multiple, -(-w // multiple) * multiple  # [T, H', W', C]
+    if (height, width) == (h, w):
+        return frames
+    padded = np.zeros((t, height, width, c), dtype=frames.dtype)
+    padded[:, :h, :w] = frames
+    return padded

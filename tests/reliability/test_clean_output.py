@@ -1,0 +1,66 @@
+"""Clean output: headless renders and videos print nothing a user cannot act on."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = str(Path(__file__).resolve().parents[2])
+
+
+def test_headless_pixel_render_prints_no_sdl_noise():
+    env = {k: v for k, v in os.environ.items() if k not in ("SDL_VIDEODRIVER", "DISPLAY")}
+    env.pop("XDG_RUNTIME_DIR", None)
+    env["PYTHONPATH"] = REPO
+    script = (
+        "from torchrl_lite.envs import GymEnv\n"
+        "env = GymEnv('CartPole-v1', from_pixels=True, pixels_only=False)\n"
+        "print(tuple(env.rollout(2)['pixels'].shape))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(2, 400, 600, 3)"
+    assert "XDG_RUNTIME_DIR" not in done.stderr and done.stderr.strip() == "", done.stderr
+
+
+def test_user_sdl_driver_is_left_alone(monkeypatch):
+    from torchrl_lite.envs.libs._headless import use_offscreen_sdl
+
+    monkeypatch.setenv("SDL_VIDEODRIVER", "x11")
+    use_offscreen_sdl()
+    assert os.environ["SDL_VIDEODRIVER"] == "x11"
+    monkeypatch.delenv("SDL_VIDEODRIVER")
+    monkeypatch.setenv("DISPLAY", ":0")
+    use_offscreen_sdl()
+    assert "SDL_VIDEODRIVER" not in os.environ
+
+
+def read_video(path) -> np.ndarray:
+    iio = pytest.importorskip("imageio.v3")
+    return iio.imread(path, plugin="FFMPEG")
+
+
+def test_cli_video_is_padded_not_rescaled_and_silent(tmp_path, capfd):
+    pytest.importorskip("imageio_ffmpeg")
+    from torchrl_lite.cli import _write_video
+
+    frames = np.full((3, 400, 600, 3), 200, dtype=np.uint8)
+    _write_video(str(tmp_path / "v.mp4"), frames)
+    err = capfd.readouterr().err
+    assert "macro_block_size" not in err and "resizing" not in err, err
+    video = read_video(tmp_path / "v.mp4")
+    assert video.shape[1:] == (400, 608, 3)  # 600 padded to 38 x 16, not rescaled
+    assert abs(float(video[:, :, :600].mean()) - 200) < 3  # the picture is untouched
+
+
+def test_pyproject_license_is_an_spdx_string():
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in Python >= 3.11")
+    meta = tomllib.loads((Path(REPO) / "pyproject.toml").read_text())["project"]
+    assert isinstance(meta["license"], str) and meta["license"] == "MIT"

@@ -1,0 +1,69 @@
+"""The first step's output of an env's ``_step`` checked against its specs.
+
+A user's ``_step`` that returns a reward of shape ``[T]`` where the spec says ``[1]``, a
+float ``done``, or a float64 observation for a float32 spec would otherwise flow into
+rollouts and buffers as data. ``EnvBase.step`` (once per rollout with the default
+``spec_check="first"``) and the collectors (once) call :func:`check_step_output`, which
+raises naming the entry, the value and the spec.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+
+from torchrl_lite._utils import missing_key_message
+
+__all__ = ["check_step_output"]
+
+
+def check_step_output(env, next_td: TensorDictBase) -> None:
+    """Check every reward, done and observation entry of ``next_td`` against ``env``'s specs.
+
+    Args:
+        env: the env whose ``_step`` produced ``next_td``.
+        next_td: what ``_step`` returned (the ``"next"`` entries).
+
+    Raises:
+        KeyError: an entry of the specs is missing.
+        ValueError: an entry's shape or dtype differs from its spec.
+
+    Example:
+        >>> from torchrl_lite.envs import PendulumEnv
+        >>> env = PendulumEnv(seed=0)
+        >>> td = env.rand_action(env.reset())
+        >>> check_step_output(env, env._step(td))  # PendulumEnv's step fits its specs
+    """
+    if not isinstance(next_td, TensorDictBase):
+        raise TypeError(
+            f"{type(env).__name__}._step must return a TensorDict, got {type(next_td).__name__}."
+        )
+    batch = len(env.batch_size)
+    for role, specs in (
+        ("reward", env.full_reward_spec),
+        ("done", env.full_done_spec),
+        ("observation", env.full_observation_spec),
+    ):
+        for key, spec in specs.items(True, True):
+            value = next_td.get(key, None)
+            if value is None:
+                raise KeyError(
+                    f"{type(env).__name__}._step returned no {role} entry {key!r} (its spec: "
+                    f"{spec}). " + missing_key_message(key, next_td.keys(True, True))
+                )
+            if not isinstance(value, torch.Tensor):
+                continue  # non-tensor entries are not described by tensor specs
+            expected = spec.shape if env.batch_locked else spec.shape[batch:]
+            got = value.shape if env.batch_locked else value.shape[value.ndim - len(expected) :]
+            if got != expected or (not env.batch_locked and value.ndim < len(expected)):
+                raise ValueError(
+                    f"{type(env).__name__}._step returned {role} {key!r} of shape "
+                    f"{list(value.shape)}, but its spec has shape {list(spec.shape)} ({spec}); "
+                    f"return it shaped like the spec (e.g. a reward of shape [*batch, 1])."
+                )
+            if value.dtype != spec.dtype:
+                raise ValueError(
+                    f"{type(env).__name__}._step returned {role} {key!r} of dtype "
+                    f"{value.dtype}, but its spec has dtype {spec.dtype} ({spec}); convert it "
+                    f"(e.g. .to({spec.dtype})) or change the spec."
+                )

@@ -1,0 +1,24 @@
+"""Off-screen rendering without SDL noise: pygame-based ``rgb_array`` renders on a machine
+with no display print "XDG_RUNTIME_DIR is invalid" (SDL looking for a window system) on
+every env. An ``rgb_array`` render never opens a window, so SDL's dummy video driver is
+what it needs; a user's own ``SDL_VIDEODRIVER`` is left as it is.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def use_offscreen_sdl() -> None:
+    """Select SDL's dummy video driver when none is chosen and no display is attached.
+
+    Example:
+        >>> use_offscreen_sdl()
+        >>> "SDL_VIDEODRIVER" in os.environ or bool(os.environ.get("DISPLAY"))
+        True
+    """
+    if "SDL_VIDEODRIVER" in os.environ:
+        return
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    os.environ["SDL_VIDEODRIVER"] = "dummy"
