@@ -12,17 +12,20 @@ from tensordict.nn.distributions import NormalParamExtractor
 from torch import nn
 
 from torchrl_lite.collectors import SyncDataCollector
-from torchrl_lite.envs import PendulumEnv, RewardSum, TransformedEnv
+from torchrl_lite.envs import Compose, PendulumEnv, RewardSum, StepCounter, TransformedEnv
 from torchrl_lite.modules import ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.objectives import ClipPPOLoss
 from torchrl_lite.objectives.value import GAE
+
+
+EPISODE_STEPS = 50  # episodes end (truncated) after this many steps
 
 
 def env_seed(initial_seed, index_grad_worker, index_col_worker):
     return initial_seed + 1000 * index_grad_worker + 100 * index_col_worker
 
 
-def make_envs_factory(vec_env_size=2, fail_in_worker=None, fail_after_steps=None):
+def make_envs_factory(vec_env_size=2, fail_in_worker=None):
     """``train_envs_factory(device, initial_seed, index_col_worker, index_grad_worker)``."""
 
     def factory(device, initial_seed, index_col_worker=0, index_grad_worker=0):
@@ -32,28 +35,9 @@ def make_envs_factory(vec_env_size=2, fail_in_worker=None, fail_after_steps=None
             seed=env_seed(initial_seed, index_grad_worker, index_col_worker),
             batch_size=[vec_env_size],
         )
-        env = TransformedEnv(env, RewardSum())
-        if fail_after_steps is not None:
-            env = _FailingAfter(env, fail_after_steps)
-        return env
+        return TransformedEnv(env, Compose(StepCounter(EPISODE_STEPS), RewardSum()))
 
     return factory
-
-
-class _FailingAfter:
-    """Wraps an env so that its ``step`` raises after ``n`` calls (an env bug mid-run)."""
-
-    def __init__(self, env, n):
-        self._env, self._n, self._count = env, n, 0
-
-    def __getattr__(self, name):
-        return getattr(self._env, name)
-
-    def step(self, td):
-        self._count += 1
-        if self._count > self._n:
-            raise RuntimeError("env step failed on purpose")
-        return self._env.step(td)
 
 
 class Actor(nn.Module):
@@ -225,3 +209,34 @@ def hand_loop(seed, rounds, vec_env_size=2, size=20):
         storage.after_gradients()
     collector.shutdown()
     return algo.get_weights(), losses
+
+
+class FaultyPendulum(PendulumEnv):
+    """A PendulumEnv whose step raises (``mode="raise"``) or hangs (``"hang"``) after
+    ``after`` steps: an env bug or a stuck simulator mid-run."""
+
+    def __init__(self, after, mode="raise", **kwargs):
+        super().__init__(**kwargs)
+        self._after, self._mode, self._count = after, mode, 0
+
+    def _step(self, td):
+        self._count += 1
+        if self._count > self._after:
+            if self._mode == "hang":
+                import time
+
+                time.sleep(3600)
+            raise RuntimeError("env step failed on purpose")
+        return super()._step(td)
+
+
+def make_faulty_envs_factory(after, mode="raise", vec_env_size=2, only_col_worker=None):
+    def factory(device, initial_seed, index_col_worker=0, index_grad_worker=0):
+        seed = env_seed(initial_seed, index_grad_worker, index_col_worker)
+        if only_col_worker is None or index_col_worker == only_col_worker:
+            env = FaultyPendulum(after, mode, seed=seed, batch_size=[vec_env_size])
+        else:
+            env = PendulumEnv(seed=seed, batch_size=[vec_env_size])
+        return TransformedEnv(env, Compose(StepCounter(EPISODE_STEPS), RewardSum()))
+
+    return factory
