@@ -116,7 +116,9 @@ class Learner:
         s["col_worker"] += info["col_frames_s"]
         s["gradient"] += info["grad_s"]
         s["update"] += info["update_s"]
-        s["wait"] += max(0.0, info["step_s"] - info["collect_s"] - info["grad_s"] - info["update_s"])
+        s["wait"] += max(
+            0.0, info["step_s"] - info["collect_s"] - info["grad_s"] - info["update_s"]
+        )
         s["total"] = time.perf_counter() - self._started
         self._log_events()
         if self._pbar is not None:
@@ -191,7 +193,9 @@ class Learner:
         if path is not None:
             return Path(path)
         if self.log_dir is None:
-            raise ValueError(f"no log_dir: pass a path (the Learner has nowhere to write {default}).")
+            raise ValueError(
+                f"no log_dir: pass a path (the Learner has nowhere to write {default})."
+            )
         return self.log_dir / default
 
     def save_model(self, path=None) -> str:
@@ -202,9 +206,15 @@ class Learner:
     def state_dict(self) -> dict:
         return {
             "scheme": self.scheme.state_dict(),
-            "counters": {"frames": self.frames, "updates": self.updates, "episodes": self.episodes,
-                         "seconds": dict(self.seconds), "returns": list(self._returns),
-                         "lags": list(self._lags), "asynchrony": list(self._asynchrony)},  # fmt: skip
+            "counters": {
+                "frames": self.frames,
+                "updates": self.updates,
+                "episodes": self.episodes,
+                "seconds": dict(self.seconds),
+                "returns": list(self._returns),
+                "lags": list(self._lags),
+                "asynchrony": list(self._asynchrony),
+            },  # fmt: skip
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -226,7 +236,9 @@ class Learner:
         """Continue from what ``save_checkpoint`` wrote."""
         state, _ = load_checkpoint(self._path(path, "checkpoint"))
         if "scheme" not in state:
-            raise ValueError(f"{path} is a trainer checkpoint, not a Learner's (no 'scheme' entry).")
+            raise ValueError(
+                f"{path} is a trainer checkpoint, not a Learner's (no 'scheme' entry)."
+            )
         self.load_state_dict(state)
 
     def close(self) -> None:

@@ -17,7 +17,6 @@ from torchrl_lite.modules import ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.objectives import ClipPPOLoss
 from torchrl_lite.objectives.value import GAE
 
-
 EPISODE_STEPS = 50  # episodes end (truncated) after this many steps
 
 
@@ -76,7 +75,11 @@ class PPOAlgo:
 
     def __init__(self, actor, lr, num_epochs, num_mini_batch):
         self.actor = actor
-        self.num_epochs, self.num_mini_batch, self.mini_batch_size = num_epochs, num_mini_batch, None
+        self.num_epochs, self.num_mini_batch, self.mini_batch_size = (
+            num_epochs,
+            num_mini_batch,
+            None,
+        )
         self.loss = ClipPPOLoss(actor.policy, actor.critic, entropy_coef=0.0)
         self.gae = GAE(value_network=actor.critic, gamma=0.9, lmbda=0.95)
         self.optimizer = torch.optim.Adam(self.loss.parameters(), lr=lr)
@@ -195,14 +198,14 @@ def hand_loop(seed, rounds, vec_env_size=2, size=20):
     actor = f["actor_factory"]("cpu")
     algo = f["algo_factory"]("cpu", actor)
     storage = f["storage_factory"]("cpu", actor, algo)
-    collector = SyncDataCollector(
-        envs, algo.acting_policy, frames_per_batch=size * vec_env_size
-    )
+    collector = SyncDataCollector(envs, algo.acting_policy, frames_per_batch=size * vec_env_size)
     losses = []
     for _ in range(rounds):
         storage.insert(collector.next())
         storage.before_gradients()
-        for mb in storage.generate_batches(algo.num_mini_batch, algo.mini_batch_size, algo.num_epochs):
+        for mb in storage.generate_batches(
+            algo.num_mini_batch, algo.mini_batch_size, algo.num_epochs
+        ):
             grads, info = algo.compute_gradients(mb)
             algo.apply_gradients(grads)
             losses.append(info["loss"])

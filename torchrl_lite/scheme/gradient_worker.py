@@ -37,9 +37,9 @@ def worker_seed(seed: int, index_grad_worker: int, index_col_worker: int, restar
         >>> worker_seed(7, 0, 0), worker_seed(7, 0, 1), worker_seed(7, 1, 0)
         (7, 7926, 1000010)
     """
-    return (seed + 1_000_003 * index_grad_worker + 7_919 * index_col_worker + 104_729 * restarts) % (
-        2**31
-    )
+    return (
+        seed + 1_000_003 * index_grad_worker + 7_919 * index_col_worker + 104_729 * restarts
+    ) % (2**31)
 
 
 def _collection_worker_make(factories, device, seed, index_grad_worker, index_col_worker, chunks):
@@ -134,6 +134,7 @@ class GradientWorker:
             on_event=on_event,
             max_concurrency=2 if chunks > 1 else 1,
             suffix=f" of gradient worker {g}" if g else "",
+            restart_option="max_worker_restarts",
         )
         group.start()
         return RemoteCollection(

@@ -39,7 +39,9 @@ def _check_mode(option: str, value) -> str:
     if value not in MODES:
         close = difflib.get_close_matches(str(value), MODES, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"{option}={value!r} is not a communication mode; valid: {list(MODES)}.{hint}")
+        raise ValueError(
+            f"{option}={value!r} is not a communication mode; valid: {list(MODES)}.{hint}"
+        )
     return value
 
 
@@ -150,12 +152,18 @@ class Scheme:
                 f"grad_communication='synchronous', got {grad_remote_workers} and "
                 f"{grad_communication!r}."
             )
-        factories = dict(zip(_FACTORIES, (algo_factory, actor_factory, storage_factory, train_envs_factory)))
+        factories = dict(
+            zip(_FACTORIES, (algo_factory, actor_factory, storage_factory, train_envs_factory))
+        )
         for name, factory in factories.items():
             if not callable(factory):
-                raise TypeError(f"{name} must be a callable (a create_factory result), got {factory!r}.")
+                raise TypeError(
+                    f"{name} must be a callable (a create_factory result), got {factory!r}."
+                )
         if test_envs_factory is not None and not callable(test_envs_factory):
-            raise TypeError(f"test_envs_factory must be a callable or None, got {test_envs_factory!r}.")
+            raise TypeError(
+                f"test_envs_factory must be a callable or None, got {test_envs_factory!r}."
+            )
         self.factories, self.test_envs_factory = factories, test_envs_factory
         self.seed, self.device = int(seed), torch.device(device)
         self.decentralized = bool(decentralized_update)
@@ -216,6 +224,7 @@ class Scheme:
         self.group = WorkerGroup(
             "gradient worker", GradientWorker, args_for, self.grad_workers, self.grad_resources,
             self.max_restarts, self.timeout, on_event=self._event,
+            restart_option="max_worker_restarts",
         )  # fmt: skip
         self.group.start()
         self._pending: dict = {}
@@ -228,7 +237,9 @@ class Scheme:
 
         address = ray.get(self.group.call(0, "free_address"))
         refs = {
-            i: self.group.call(i, "init_process_group", address, i, self.grad_workers, self.get_weights())
+            i: self.group.call(
+                i, "init_process_group", address, i, self.grad_workers, self.get_weights()
+            )
             for i in range(self.grad_workers)
         }
         self.group.gather(refs)
@@ -330,7 +341,10 @@ class Scheme:
             return
         if not self.decentralized:
             self.algo.update_algorithm_parameter(name, value)  # raises on a bad name
-        refs = {i: self.group.call(i, "update_algorithm_parameter", name, value) for i in self.group.ready()}
+        refs = {
+            i: self.group.call(i, "update_algorithm_parameter", name, value)
+            for i in self.group.ready()
+        }
         self.group.gather(refs)
 
     def save_actor(self, path) -> str:
@@ -437,4 +451,3 @@ def _merge(infos: list) -> dict:
             out["algo"][key] = out["algo"].get(key, 0.0) + value / len(infos)
     out["grad_s"] /= max(1, len(infos))
     return out
-

@@ -116,6 +116,7 @@ class WorkerGroup:
         on_event: ``on_event(message)`` for each death and restart (e.g. the Learner's log).
         max_concurrency: actor threads (2 lets ``preempt`` reach a running ``collect``).
         suffix: appended to each worker's label (``" of gradient worker 1"``).
+        restart_option: the user's name of ``max_restarts`` (for the error message).
 
     Example (needs a running Ray):
         >>> group = WorkerGroup("worker", object, lambda i, r: ((), {}), count=1,
@@ -136,8 +137,9 @@ class WorkerGroup:
         on_event: Callable | None = None,
         max_concurrency: int = 1,
         suffix: str = "",
+        restart_option: str = "max_restarts",
     ):
-        self.suffix = suffix
+        self.suffix, self.restart_option = suffix, restart_option
         self.name, self.cls, self.args_for, self.count = name, cls, args_for, count
         self.resources = dict(resources)
         self.max_restarts, self.timeout = int(max_restarts), float(timeout)
@@ -244,7 +246,7 @@ class WorkerGroup:
             self.shutdown()
             raise RuntimeError(
                 f"{self.label(index)} failed {self.restarts[index] + 1} times, past the "
-                f"restart cap max_restarts={self.max_restarts}; the other workers were shut "
+                f"restart cap {self.restart_option}={self.max_restarts}; the other workers were shut "
                 f"down. Its last error: {info['type']}: {info['message']}\n\nWorker "
                 f"traceback:\n{info['traceback']}"
             )

@@ -106,6 +106,10 @@ class RolloutWorker:
         }
         return batch, meta
 
+    def set_seed(self, seed: int) -> int:
+        """``collector.set_seed(seed)`` (the next batch starts from a reset)."""
+        return self.collector.set_seed(seed)
+
     def preempt(self) -> None:
         """Ask a running ``collect`` to return what it holds (see the module docstring)."""
         self._preempt.set()
@@ -113,7 +117,11 @@ class RolloutWorker:
     def state_dict(self) -> dict:
         from torchrl_lite.trainers.checkpoint import rng_state
 
-        return {"collector": self.collector.state_dict(), "rng": rng_state(), "version": self.version}
+        return {
+            "collector": self.collector.state_dict(),
+            "rng": rng_state(),
+            "version": self.version,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         from torchrl_lite.trainers.checkpoint import set_rng_state
