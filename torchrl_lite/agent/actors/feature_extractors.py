@@ -126,8 +126,9 @@ def get_feature_extractor(name: str):
         'MLP'
     """
     if name not in _EXTRACTORS:
-        close = difflib.get_close_matches(str(name), list(_EXTRACTORS), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        lower = {k.lower(): k for k in _EXTRACTORS}
+        close = difflib.get_close_matches(str(name).lower(), list(lower), n=1)
+        hint = f" Did you mean {lower[close[0]]!r}?" if close else ""
         raise ValueError(
             f"Unknown feature extractor {name!r}.{hint} Known: {', '.join(_EXTRACTORS)}."
         )
