@@ -198,11 +198,9 @@ class GradientWorker:
         self._start_pass()
 
     def _generate(self):
-        algo = self.algo
-        if self.on_policy:
-            args = (algo.num_mini_batch, getattr(algo, "mini_batch_size", None), algo.num_epochs)
-        else:
-            args = (getattr(algo, "num_updates", 1), algo.mini_batch_size, 1)
+        algo = self.algo  # on-policy: one of num_mini_batch / mini_batch_size is None;
+        # off-policy: num_mini_batch == num_updates, num_epochs == 1
+        args = (algo.num_mini_batch, getattr(algo, "mini_batch_size", None), algo.num_epochs)
         return iter(self.storage.generate_batches(*args))
 
     def _start_pass(self) -> None:

@@ -75,6 +75,15 @@ class RolloutWorker:
         """The worker's process id (answers once construction succeeded)."""
         return os.getpid()
 
+    def node_id(self) -> str | None:
+        """The Ray node this worker runs on (None outside Ray)."""
+        try:
+            import ray
+
+            return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+        except ImportError:  # pragma: no cover
+            return None
+
     def set_weights(self, weights, version: int = 0) -> None:
         self._set_weights(weights)
         self.version = int(version)
