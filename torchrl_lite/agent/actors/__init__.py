@@ -1,0 +1,6 @@
+"""Seed 000's actors: ``OnPolicyActor``, ``OffPolicyActor`` and their feature extractors."""
+
+from torchrl_lite.agent.actors.feature_extractors import CNN, MLP, DictNet, get_feature_extractor
+from torchrl_lite.agent.actors.on_policy import OnPolicyActor
+
+__all__ = ["CNN", "MLP", "DictNet", "OnPolicyActor", "get_feature_extractor"]
