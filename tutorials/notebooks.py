@@ -43,6 +43,7 @@ HEADLESS = {
     "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
     "PYDEVD_DISABLE_FILE_VALIDATION": "1",
 }
+FIGURE_CALLS = ("plt.show()", "display(Image")
 OPS = {">=": operator.ge, "<=": operator.le, "==": operator.eq}
 
 
@@ -180,7 +181,27 @@ def check_result(name: str, nb, smoke: bool) -> dict:
         raise AssertionError(f"{name}: no figure in the outputs")
     if claim.video and not has_video(nb):
         raise AssertionError(f"{name}: no inline video in the outputs")
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if any(call in cell.source for call in FIGURE_CALLS) and not outputs(
+            _only(cell), "image/png"
+        ):
+            raise AssertionError(
+                f"{name}: code cell {index} shows a figure, but has no image output"
+            )
+        if "display(Video" in cell.source and not has_video(_only(cell)):
+            raise AssertionError(
+                f"{name}: code cell {index} shows a video, but has no <video> output"
+            )
     return result
+
+
+def _only(cell):
+    """A notebook-like object holding one cell (for :func:`outputs`)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(cells=[cell])
 
 
 def _record(name: str, seconds: float, result: dict) -> None:
