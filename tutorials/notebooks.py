@@ -11,6 +11,7 @@ Usage::
 
     python tutorials/notebooks.py sync            # .py -> .ipynb (no outputs)
     python tutorials/notebooks.py full [NAME ...]  # full runs; times/results in README.md
+    python tutorials/notebooks.py index            # rewrite README.md's table
 """
 
 from __future__ import annotations
@@ -222,20 +223,55 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+TEACHES = {
+    "01_tensordict_and_specs": "TensorDict batch dims, nested keys, stacking; `Bounded`, "
+    "`Categorical`, `OneHot`, `Composite`; `rand`, `is_in`, `project`",
+    "02_envs_and_transforms": "`GymEnv`, `reset`/`step`/`step_mdp`, `rollout`, `check_env_specs`; "
+    "`TransformedEnv` with `StepCounter`, `RewardSum`, `ObservationNorm`, `CatFrames`, `Resize`; "
+    "`SerialEnv`/`ParallelEnv`, partial resets",
+    "03_modules_and_actors": "`TensorDictModule`/`Sequential`, `MLP`, `ProbabilisticActor` + "
+    "`TanhNormal`, `ValueOperator`, `QValueActor`, exploration under `set_exploration_type`",
+    "04_replay_buffers": "storages, samplers (prioritized with `update_priority`, slices), "
+    "`dumps`/`loads`, a D4RL-layout HDF5 file written and read back",
+    "05_ppo_pendulum": "the seed's PPO loop read like supervised learning; why its values "
+    "learn slowly and the three that fix it",
+    "06_dqn_cartpole": "DQN (double, Huber, hard target copies, epsilon-greedy) to 475 on CartPole",
+    "07_sac_dm_control": "SAC on dm_control cartpole-balance, action repeat, EGL rendering, "
+    "an inline video",
+    "08_custom_env_and_transform": "`EnvBase` hooks and specs, a batched pure-torch env, a "
+    "custom `Transform` with its spec",
+    "09_scaling_out_with_ray": "seed 000's Scheme/Learner on a local Ray: 1/1 in-process, then "
+    "2 collection workers sync vs async (frames/s, policy lag)",
+    "10_cli_trainer_resume": "`torchrl-lite train/eval --video/--resume`, `Trainer` with hooks "
+    "and a CSV logger, a resumed run equal to an uninterrupted one",
+}
+
+
+def title(name: str) -> str:
+    """The notebook's title: its first markdown heading."""
+    for line in (HERE / f"{name}.py").read_text().splitlines():
+        if line.startswith("# # "):
+            return line[4:].strip()
+    return name
+
+
 def _write_table(runs: dict) -> None:
     text = README.read_text()
     start, end = "<!-- full-runs -->", "<!-- /full-runs -->"
-    rows = ["| notebook | full run (s) | result | when |", "|---|---|---|---|"]
+    rows = [
+        "| notebook | what it teaches | full run | result (claim) |",
+        "|---|---|---|---|",
+    ]
     for name in notebooks():
         run = runs.get(name)
+        link = f"[{name[:2]}. {title(name)}]({name}.ipynb)"
         if run is None:
-            rows.append(f"| {name} | not yet run | | |")
+            rows.append(f"| {link} | {TEACHES.get(name, '')} | not yet run | |")
             continue
-        res = run["result"]
-        claim = CLAIMS[name]
+        res, claim = run["result"], CLAIMS[name]
         rows.append(
-            f"| {name} | {run['seconds']} | {res['metric']} = {_fmt(res['value'])} "
-            f"({claim.op} {_fmt(claim.full)}) | {run['date']} |"
+            f"| {link} | {TEACHES.get(name, '')} | {run['seconds']} s ({run['date']}) | "
+            f"{res['metric']} = {_fmt(res['value'])} ({claim.op} {_fmt(claim.full)}) |"
         )
     head, _, rest = text.partition(start)
     _, _, tail = rest.partition(end)
@@ -263,7 +299,9 @@ if __name__ == "__main__":
     command, *args = sys.argv[1:] or ["sync"]
     if command == "sync":
         sync(args or None)
+    elif command == "index":
+        _write_table(json.loads(RESULTS.read_text()) if RESULTS.exists() else {})
     elif command == "full":
         sys.exit(1 if full(args) else 0)
     else:
-        sys.exit(f"unknown command {command!r}: use 'sync' or 'full'")
+        sys.exit(f"unknown command {command!r}: use 'sync', 'full' or 'index'")
