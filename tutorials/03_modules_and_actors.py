@@ -82,7 +82,8 @@ print(actor(td.clone()))
 #
 # `set_exploration_type` is a context manager read by every probabilistic module:
 # `RANDOM` samples (collection), `DETERMINISTIC` takes the distribution's deterministic
-# value (for `TanhNormal`: the squashed mean; evaluation). The same observation,
+# value (for `TanhNormal`: the squashed mean; evaluation). The same observation (the actor
+# is untrained, so its samples spread widely),
 # repeated `DRAWS` times:
 
 # %%
