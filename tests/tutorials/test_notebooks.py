@@ -118,3 +118,16 @@ def test_notebook_runs_and_reaches_its_smoke_claim(name, tmp_path, request):
         saved = Path(request.config.cache.mkdir("failed_notebooks")) / f"{name}.ipynb"
         nbformat.write(nb, saved)
         raise
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_recorded_full_run_reaches_its_claim(name):
+    """`make tutorials` records each full run in tutorials/full_runs.json: the recorded
+    result must meet the notebook's full claim (and name its metric)."""
+    runs = json.loads(nbs.RESULTS.read_text()) if nbs.RESULTS.exists() else {}
+    if name not in runs:
+        pytest.skip(f"{name} has no recorded full run yet (make tutorials)")
+    claim, result = nbs.CLAIMS[name], runs[name]["result"]
+    assert result["metric"] == claim.metric and result["smoke"] is False
+    assert nbs.OPS[claim.op](float(result["value"]), claim.full), result
+    assert runs[name]["seconds"] > 0
