@@ -9,7 +9,7 @@ fails :func:`check_result`.
 
 Usage::
 
-    python tutorials/notebooks.py sync            # .py -> .ipynb (no outputs)
+    python tutorials/notebooks.py sync            # .py -> .ipynb (no outputs); see sync()
     python tutorials/notebooks.py full [NAME ...]  # full runs; times/results in README.md
     python tutorials/notebooks.py index            # rewrite README.md's table
 """
@@ -103,12 +103,32 @@ def to_notebook(name: str):
     return nb
 
 
+def _cells(nb) -> list[tuple[str, str]]:
+    return [(cell.cell_type, cell.source) for cell in nb.cells]
+
+
 def sync(names: list[str] | None = None) -> None:
-    """Rewrite ``tutorials/NN_slug.ipynb`` from each ``NN_slug.py``."""
+    """Pair each ``NN_slug.py`` with ``NN_slug.ipynb`` (no outputs).
+
+    The ``.py`` is the source of truth, except when the ``.ipynb`` was edited later (e.g.
+    in Jupyter) and its cells differ: then the ``.py`` is rewritten from it first, so the
+    edit is kept (outputs are never kept).
+    """
+    import jupytext
     import nbformat
 
     for name in names or notebooks():
-        nbformat.write(to_notebook(name), HERE / f"{name}.ipynb")
+        source, paired = HERE / f"{name}.py", HERE / f"{name}.ipynb"
+        if paired.exists() and paired.stat().st_mtime > source.stat().st_mtime:
+            edited = nbformat.read(paired, as_version=4)
+            if _cells(edited) != _cells(to_notebook(name)):
+                edited.metadata["jupytext"] = {
+                    "notebook_metadata_filter": "-all",
+                    "cell_metadata_filter": "-all",
+                }
+                source.write_text(jupytext.writes(edited, fmt="py:percent"))
+                print(f"wrote tutorials/{name}.py (from the edited notebook)")
+        nbformat.write(to_notebook(name), paired)
         print(f"wrote tutorials/{name}.ipynb")
 
 

@@ -35,10 +35,6 @@ MARKS = {
 NEEDS = {"07_sac_dm_control": "dm_control", "09_scaling_out_with_ray": "ray"}
 
 
-def _source_cells(nb) -> list[tuple[str, str]]:
-    return [(cell.cell_type, cell.source) for cell in nb.cells]
-
-
 def test_ten_notebooks_with_claims():
     assert len(NAMES) == 10, NAMES
     assert sorted(nbs.CLAIMS) == NAMES
@@ -48,7 +44,7 @@ def test_ten_notebooks_with_claims():
 def test_notebook_pairs_its_source_and_has_no_outputs(name):
     committed = nbformat.read(TUTORIALS / f"{name}.ipynb", as_version=4)
     expected = nbs.to_notebook(name)
-    assert _source_cells(committed) == _source_cells(expected), (
+    assert nbs._cells(committed) == nbs._cells(expected), (
         f"tutorials/{name}.ipynb differs from tutorials/{name}.py: run `make notebooks`"
     )
     for cell in committed.cells:
@@ -60,6 +56,32 @@ def test_notebook_pairs_its_source_and_has_no_outputs(name):
     assert "TORCHRL_LITE_SMOKE" in first, "the first code cell sets the budgets"
     last = [c for c in committed.cells if c.cell_type == "code"][-1].source
     assert "RESULT" in last and "assert" in last, "the last code cell prints RESULT and asserts"
+
+
+def test_sync_keeps_an_edit_made_in_jupyter_and_drops_outputs(tmp_path, monkeypatch):
+    import os
+    import shutil
+
+    name = NAMES[0]
+    for suffix in (".py", ".ipynb"):
+        shutil.copy(TUTORIALS / f"{name}{suffix}", tmp_path / f"{name}{suffix}")
+    monkeypatch.setattr(nbs, "HERE", tmp_path)
+    edited = nbformat.read(tmp_path / f"{name}.ipynb", as_version=4)
+    edited.cells[0].source += "\n\nAn edit made in Jupyter."
+    code = [c for c in edited.cells if c.cell_type == "code"][0]
+    code.outputs = [nbformat.v4.new_output("stream", text="an output\n")]
+    nbformat.write(edited, tmp_path / f"{name}.ipynb")
+    stamp = os.stat(tmp_path / f"{name}.py").st_mtime
+    os.utime(tmp_path / f"{name}.ipynb", (stamp + 10, stamp + 10))
+    nbs.sync([name])
+    assert "# An edit made in Jupyter." in (tmp_path / f"{name}.py").read_text()
+    synced = nbformat.read(tmp_path / f"{name}.ipynb", as_version=4)
+    assert nbs._cells(synced) == nbs._cells(edited)
+    assert all(c.outputs == [] for c in synced.cells if c.cell_type == "code")
+    # then the .py is newer: its edit wins
+    (tmp_path / f"{name}.py").write_text((tmp_path / f"{name}.py").read_text() + "\n# %%\nx = 1\n")
+    nbs.sync([name])
+    assert nbformat.read(tmp_path / f"{name}.ipynb", as_version=4).cells[-1].source == "x = 1"
 
 
 def test_parse_result_reads_the_last_cell_and_rejects_a_missing_line():
