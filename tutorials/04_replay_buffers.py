@@ -13,6 +13,7 @@
 # %%
 import json
 import os
+import tempfile
 
 import h5py
 import matplotlib.pyplot as plt
@@ -34,6 +35,9 @@ from torchrl_lite.data.replay_buffers import (
 )
 
 SMOKE = os.environ.get("TORCHRL_LITE_SMOKE", "0") == "1"
+# the files this notebook writes go to a fresh folder (the test suite sets its own)
+WORK = os.environ.get("TORCHRL_LITE_WORKDIR") or tempfile.mkdtemp(prefix="torchrl_lite_04_")
+os.chdir(WORK)
 DRAWS = 20_000 if SMOKE else 500_000  # samples for the frequency histograms
 ITEMS = 20
 torch.manual_seed(0)

@@ -42,6 +42,9 @@ from torchrl_lite.objectives import SACLoss, SoftUpdate
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before dm_control is imported (at env build)
 SMOKE = os.environ.get("TORCHRL_LITE_SMOKE", "0") == "1"
+# the files this notebook writes go to a fresh folder (the test suite sets its own)
+WORK = os.environ.get("TORCHRL_LITE_WORKDIR") or tempfile.mkdtemp(prefix="torchrl_lite_07_")
+os.chdir(WORK)
 FRAMES = 550 if SMOKE else 30_000  # decisions (x4 physics steps); stops once solved
 EVAL_EVERY = 2_500
 TARGET = 800.0
@@ -202,7 +205,7 @@ video_env = make_env(from_pixels=True)
 video_env.set_seed(123)
 with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
     film = video_env.rollout(20 if SMOKE else 250, actor)
-video_path = os.path.join(tempfile.mkdtemp(), "sac_cartpole_balance.mp4")
+video_path = "sac_cartpole_balance.mp4"  # in WORK
 imageio.mimwrite(video_path, film["pixels"].numpy(), fps=25, macro_block_size=1)
 display(Video(video_path, embed=True, html_attributes="controls loop autoplay muted"))
 video_env.close()

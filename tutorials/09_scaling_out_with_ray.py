@@ -17,6 +17,7 @@
 # %%
 import json
 import os
+import tempfile
 
 import matplotlib.pyplot as plt
 import ray
@@ -30,6 +31,9 @@ from torchrl_lite.envs import gym_train_env_factory
 from torchrl_lite.scheme import Scheme
 
 SMOKE = os.environ.get("TORCHRL_LITE_SMOKE", "0") == "1"
+# the files this notebook writes go to a fresh folder (the test suite sets its own)
+WORK = os.environ.get("TORCHRL_LITE_WORKDIR") or tempfile.mkdtemp(prefix="torchrl_lite_09_")
+os.chdir(WORK)
 FRAMES = 1_600 if SMOKE else 60_000  # frames per configuration
 SIZE = 200  # env steps per env a collection worker gathers per round
 VEC = 2  # envs per collection worker

@@ -16,6 +16,7 @@
 import csv
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -34,6 +35,9 @@ from torchrl_lite.record import CSVLogger
 from torchrl_lite.trainers import LogReward, ReplayBufferTrainer, Trainer
 
 SMOKE = os.environ.get("TORCHRL_LITE_SMOKE", "0") == "1"
+# the files this notebook writes go to a fresh folder (the test suite sets its own)
+WORK = os.environ.get("TORCHRL_LITE_WORKDIR") or tempfile.mkdtemp(prefix="torchrl_lite_10_")
+os.chdir(WORK)
 CLI_FRAMES = 2_048 if SMOKE else 40_960  # PPO on Pendulum; the recipe solves it in ~40k
 BATCHES, STOP_AT = (6, 3) if SMOKE else (40, 17)  # Trainer run: batches, checkpoint after
 FPB = 64  # frames per batch of the Trainer run

@@ -146,6 +146,7 @@ def execute(name: str, smoke: bool, cwd: str | os.PathLike, timeout: int = 3600)
     pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, **HEADLESS, PYTHONPATH=pythonpath)
     env["TORCHRL_LITE_SMOKE"] = "1" if smoke else "0"
+    env["TORCHRL_LITE_WORKDIR"] = str(cwd)  # where notebooks that write files write them
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3")
     start = time.perf_counter()
     try:
