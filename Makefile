@@ -8,7 +8,7 @@ export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 export SDL_VIDEODRIVER ?= dummy
 
-.PHONY: install system-deps train test test-all bench lint format clean
+.PHONY: install system-deps train test test-all bench lint format clean notebooks tutorials
 
 install: $(STAMP)
 
@@ -52,6 +52,14 @@ test-all: install system-deps lint
 bench: install system-deps
 	TORCHRL_LITE_SMOKE=0 $(BIN)/python -m pytest -m slow -q
 	cd benchmarks && TORCHRL_LITE_SMOKE=0 ../$(BIN)/python run_all.py
+
+# Tutorials: tutorials/NN_slug.py (jupytext percent format) is the source of each notebook.
+notebooks: install
+	$(BIN)/python tutorials/notebooks.py sync
+
+# Run every notebook in full; times and results go to tutorials/README.md.
+tutorials: install system-deps
+	$(BIN)/python tutorials/notebooks.py full
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -289,12 +289,10 @@ def _write_episodes(path: Path, history) -> None:
 
 
 def _plot_curve(path: Path, history, title: str, target, unit: str = "frames") -> None:
-    import matplotlib
+    from matplotlib.figure import Figure  # not pyplot: the caller's backend stays as it is
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
     if history:
         frames, returns = zip(*history)
         window = [
@@ -311,7 +309,6 @@ def _plot_curve(path: Path, history, title: str, target, unit: str = "frames") -
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 # -- eval --------------------------------------------------------------------------------
