@@ -1,6 +1,7 @@
 """Env transforms: a flat, editable list of data transforms applied by ``TransformedEnv``."""
 
 from torchrl_lite.envs.transforms.action import ActionScaling
+from torchrl_lite.envs.transforms.augment import RandomCrop, RandomShift
 from torchrl_lite.envs.transforms.episode import (
     FrameSkipTransform,
     InitTracker,
@@ -44,6 +45,8 @@ __all__ = [
     "NoopResetEnv",
     "ObservationNorm",
     "PermuteTransform",
+    "RandomCrop",
+    "RandomShift",
     "RenameTransform",
     "Resize",
     "RewardClipping",
