@@ -41,6 +41,7 @@ __all__ = [
 from torchrl_lite.objectives.cql import CQLLoss, DiscreteCQLLoss  # noqa: E402
 from torchrl_lite.objectives.ddpg import DDPGLoss  # noqa: E402
 from torchrl_lite.objectives.decision_transformer import DTLoss, OnlineDTLoss  # noqa: E402
+from torchrl_lite.objectives.drq import DrQLoss  # noqa: E402
 from torchrl_lite.objectives.iql import IQLLoss  # noqa: E402
 from torchrl_lite.objectives.redq import REDQLoss  # noqa: E402
 from torchrl_lite.objectives.sac import DiscreteSACLoss, SACLoss  # noqa: E402
@@ -53,6 +54,7 @@ __all__ += [
     "DTLoss",
     "DiscreteCQLLoss",
     "DiscreteSACLoss",
+    "DrQLoss",
     "IQLLoss",
     "OnlineDTLoss",
     "REDQLoss",

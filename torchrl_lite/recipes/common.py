@@ -150,9 +150,7 @@ def _make_atari_env(env_id: str, num_envs: int, seed: int | None, **kwargs) -> E
     try:
         import ale_py
     except ImportError as err:
-        raise ImportError(
-            f"{env_id!r} needs ale-py: pip install 'torchrl-lite[atari]'"
-        ) from err
+        raise ImportError(f"{env_id!r} needs ale-py: pip install 'torchrl-lite[atari]'") from err
     import gymnasium
 
     gymnasium.register_envs(ale_py)
@@ -272,20 +270,32 @@ def mlp(in_features: int, out_features: int, hidden: int, depth: int, act=nn.Tan
 
 class PixelEncoder(nn.Module):
     """uint8 frame stacks ``[*B, C, H, W]`` to features ``[*B, F]``: scaled to ``[0, 1]``,
-    then the Nature-DQN convolutions (32-64-64 channels, kernels 8-4-3, strides 4-2-1)."""
+    then convolutions with ReLUs (default: Nature DQN's 32-64-64 channels, kernels 8-4-3,
+    strides 4-2-1)."""
 
-    def __init__(self, in_channels: int):
+    def __init__(
+        self,
+        in_channels: int,
+        num_cells=(32, 64, 64),
+        kernel_sizes=(8, 4, 3),
+        strides=(4, 2, 1),
+    ):
         super().__init__()
         self.conv = ConvNet(
             in_features=in_channels,
-            num_cells=[32, 64, 64],
-            kernel_sizes=[8, 4, 3],
-            strides=[4, 2, 1],
+            num_cells=list(num_cells),
+            kernel_sizes=list(kernel_sizes),
+            strides=list(strides),
             activation_class=nn.ReLU,
         )
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         return self.conv(pixels.float() / 255)
+
+    def out_features(self, shape) -> int:
+        """Features per image of shape ``[C, H, W]``."""
+        with torch.no_grad():
+            return self(torch.zeros(1, *shape, dtype=torch.uint8)).shape[-1]
 
 
 def observation_network(
@@ -306,8 +316,7 @@ def observation_network(
         return mlp(obs_dim, out_features, hidden, depth, act), K.OBSERVATION
     shape = env.observation_spec[PIXELS_STACK].shape[-3:]  # [C, H, W]
     encoder = PixelEncoder(shape[0])
-    with torch.no_grad():
-        features = encoder(torch.zeros(1, *shape, dtype=torch.uint8)).shape[-1]
+    features = encoder.out_features(shape)
     return nn.Sequential(encoder, mlp(features, out_features, hidden, depth, act)), PIXELS_STACK
 
 
