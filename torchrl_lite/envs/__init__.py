@@ -4,6 +4,7 @@ from torchrl_lite.envs.batched_envs import ParallelEnv, SerialEnv
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.custom.pendulum import PendulumEnv
 from torchrl_lite.envs.libs.gym import GymEnv, GymWrapper
+from torchrl_lite.envs.model_based import DreamerEnv
 from torchrl_lite.envs.transforms import *  # noqa: F403
 from torchrl_lite.envs.transforms import __all__ as _transforms_all
 from torchrl_lite.envs.utils import (
@@ -15,6 +16,7 @@ from torchrl_lite.envs.utils import (
 )
 
 __all__ = [
+    "DreamerEnv",
     "EnvBase",
     "ExplorationType",
     "GymEnv",

@@ -60,7 +60,7 @@ class _RolloutRecorder:
             if not isinstance(buf, list) and self.written + n > buf.shape[0]:
                 buf = self.buffers[i] = _grown(buf, self.written, self.max_steps)
             try:
-                if isinstance(buf, list) or leaves[0].requires_grad:
+                if isinstance(buf, list) or any(leaf.requires_grad for leaf in leaves):
                     if not isinstance(buf, list):  # switch this key to keeping the graph
                         buf = self.buffers[i] = [buf[: self.written]]
                     buf.append(torch.stack(leaves))

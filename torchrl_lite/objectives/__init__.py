@@ -41,6 +41,12 @@ __all__ = [
 from torchrl_lite.objectives.cql import CQLLoss, DiscreteCQLLoss  # noqa: E402
 from torchrl_lite.objectives.ddpg import DDPGLoss  # noqa: E402
 from torchrl_lite.objectives.decision_transformer import DTLoss, OnlineDTLoss  # noqa: E402
+from torchrl_lite.objectives.dreamer import (  # noqa: E402
+    DreamerActorLoss,
+    DreamerLoss,
+    DreamerModelLoss,
+    DreamerValueLoss,
+)
 from torchrl_lite.objectives.drq import DrQLoss  # noqa: E402
 from torchrl_lite.objectives.iql import IQLLoss  # noqa: E402
 from torchrl_lite.objectives.redq import REDQLoss  # noqa: E402
@@ -55,6 +61,10 @@ __all__ += [
     "DiscreteCQLLoss",
     "DiscreteSACLoss",
     "DrQLoss",
+    "DreamerActorLoss",
+    "DreamerLoss",
+    "DreamerModelLoss",
+    "DreamerValueLoss",
     "IQLLoss",
     "OnlineDTLoss",
     "REDQLoss",

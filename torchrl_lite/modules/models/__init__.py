@@ -1,6 +1,13 @@
 """Models: plain ``nn.Module`` networks (MLP, ConvNet, dueling Q-nets, noisy layers) and
 recurrent TensorDict modules (``LSTMModule``, ``GRUModule``)."""
 
+from torchrl_lite.modules.models.dreamer import (
+    ObsDecoder,
+    ObsEncoder,
+    RewardHead,
+    RSSMPosterior,
+    RSSMPrior,
+)
 from torchrl_lite.modules.models.models import (
     MLP,
     ConvNet,
@@ -24,6 +31,11 @@ __all__ = [
     "GRUModule",
     "LSTMModule",
     "NoisyLazyLinear",
+    "ObsDecoder",
+    "ObsEncoder",
+    "RSSMPosterior",
+    "RSSMPrior",
+    "RewardHead",
     "NoisyLinear",
     "SquashDims",
     "recurrent_mode",
