@@ -40,7 +40,7 @@ from torchrl_lite.modules.tensordict_module.exploration import (
     ExplorationType,
     set_exploration_type,
 )
-from torchrl_lite.objectives.common import LossModule
+from torchrl_lite.objectives.common import LossModule, _LossKeyError
 from torchrl_lite.objectives.value.functional import vec_td_lambda_return_estimate
 
 __all__ = [
@@ -250,7 +250,7 @@ class DreamerActorLoss(LossModule):
     def forward(self, tensordict: TensorDictBase):
         nxt = tensordict.get(K.NEXT)
         if STATE not in nxt.keys() or BELIEF not in nxt.keys():
-            raise KeyError(
+            raise _LossKeyError(
                 "DreamerActorLoss starts from the posterior states at ('next', 'state') and "
                 "('next', 'belief'): run DreamerModelLoss on the batch first."
             )

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "ObsDecoder",
     "RSSMPrior",
     "RSSMPosterior",
+    "RSSMPolicy",
     "RewardHead",
     "scale_image",
 ]
@@ -213,3 +216,61 @@ class RewardHead(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.net(features)
+
+
+class RSSMPolicy(TensorDictModuleBase):
+    """Acting in the real env: filter the RSSM state online, then ask the actor.
+
+    Keeps ``(s_t, h_t, a_{t-1})`` per env between calls and restarts them where
+    ``"is_init"`` is set (an ``InitTracker`` transform writes it): there ``h = 0`` and
+    ``s ~ q(. | 0, e(o))``, as the world-model loss starts its slices; elsewhere
+    ``h = prior(s_{t-1}, h_{t-1}, a_{t-1})`` and ``s ~ q(. | h, e(o))``. Under
+    ``ExplorationType.RANDOM`` (collectors) the actor samples and Gaussian noise of scale
+    ``exploration_noise`` is added (Dreamer: 0.3); otherwise it acts with its mode.
+
+    Args:
+        encoder, prior, posterior: the world model's parts.
+        actor: a probabilistic actor reading ``"state"`` and ``"belief"``.
+        low, high: the action bounds (the noisy action is clipped to them).
+        pixels_key: the image entry.
+        exploration_noise: the noise scale while exploring.
+    """
+
+    def __init__(
+        self, encoder, prior, posterior, actor, low, high, pixels_key: str = "pixels",
+        exploration_noise: float = 0.3,
+    ):  # fmt: skip
+        super().__init__()
+        self.encoder, self.prior, self.posterior, self.actor = encoder, prior, posterior, actor
+        self.register_buffer("low", torch.as_tensor(low, dtype=torch.float32))
+        self.register_buffer("high", torch.as_tensor(high, dtype=torch.float32))
+        self.pixels_key, self.exploration_noise = pixels_key, exploration_noise
+        self.in_keys, self.out_keys = [pixels_key, "is_init"], ["action"]
+        self._carry: tuple | None = None
+
+    @torch.no_grad()
+    def forward(self, tensordict):
+        from torchrl_lite.modules.tensordict_module.exploration import (
+            ExplorationType,
+            exploration_type,
+        )
+
+        embed = self.encoder(tensordict.get(self.pixels_key))  # [*B, E]
+        batch = embed.shape[:-1]
+        init = tensordict.get("is_init", None)
+        init = torch.ones(*batch, 1, dtype=torch.bool) if init is None else init.reshape(*batch, 1)
+        zeros = torch.zeros(*batch, self.prior.belief_dim, device=embed.device)
+        if self._carry is None or self._carry[1].shape != zeros.shape:
+            belief = zeros
+        else:
+            state, belief, action = self._carry
+            belief = torch.where(init, zeros, self.prior(state, belief, action)[3])
+        state = self.posterior(belief, embed)[2]  # [*B, S]
+        td = self.actor(TensorDict(state=state, belief=belief, batch_size=batch))
+        action = td.get("action")
+        if exploration_type() == ExplorationType.RANDOM and self.exploration_noise > 0:
+            noisy = action + self.exploration_noise * torch.randn_like(action)
+            action = torch.maximum(torch.minimum(noisy, self.high), self.low)
+        self._carry = (state, belief, action)
+        tensordict.set("action", action)
+        return tensordict
