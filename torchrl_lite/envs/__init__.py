@@ -14,6 +14,7 @@ from torchrl_lite.envs.factories import (
     pybullet_train_env_factory,
 )
 from torchrl_lite.envs.libs.gym import GymEnv, GymWrapper
+from torchrl_lite.envs.model_based import DreamerEnv
 from torchrl_lite.envs.transforms import *  # noqa: F403
 from torchrl_lite.envs.transforms import __all__ as _transforms_all
 from torchrl_lite.envs.utils import (
@@ -26,6 +27,7 @@ from torchrl_lite.envs.utils import (
 )
 
 __all__ = [
+    "DreamerEnv",
     "EnvBase",
     "EnvCreator",
     "ExplorationType",

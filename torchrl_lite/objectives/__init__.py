@@ -49,6 +49,13 @@ __all__ = [
 from torchrl_lite.objectives.cql import CQLLoss, DiscreteCQLLoss  # noqa: E402
 from torchrl_lite.objectives.ddpg import DDPGLoss  # noqa: E402
 from torchrl_lite.objectives.decision_transformer import DTLoss, OnlineDTLoss  # noqa: E402
+from torchrl_lite.objectives.dreamer import (  # noqa: E402
+    DreamerActorLoss,
+    DreamerLoss,
+    DreamerModelLoss,
+    DreamerValueLoss,
+)
+from torchrl_lite.objectives.drq import DrQLoss  # noqa: E402
 from torchrl_lite.objectives.iql import IQLLoss  # noqa: E402
 from torchrl_lite.objectives.redq import REDQLoss  # noqa: E402
 from torchrl_lite.objectives.sac import DiscreteSACLoss, SACLoss  # noqa: E402
@@ -61,6 +68,11 @@ __all__ += [
     "DTLoss",
     "DiscreteCQLLoss",
     "DiscreteSACLoss",
+    "DrQLoss",
+    "DreamerActorLoss",
+    "DreamerLoss",
+    "DreamerModelLoss",
+    "DreamerValueLoss",
     "IQLLoss",
     "OnlineDTLoss",
     "REDQLoss",

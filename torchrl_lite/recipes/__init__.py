@@ -32,6 +32,7 @@ RECIPES = {
     "cql": "torchrl_lite.recipes.cql",
     "iql": "torchrl_lite.recipes.iql",
     "td3_bc": "torchrl_lite.recipes.td3_bc",
+    "dreamer": "torchrl_lite.recipes.dreamer",
 }
 
 

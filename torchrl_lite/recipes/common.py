@@ -5,6 +5,8 @@ Env ids are gymnasium ids (``"Pendulum-v1"``) or ``"dm_control/DOMAIN-TASK"``
 so finished episodes report their return in ``("next", "episode_reward")``. With
 ``pixels=True`` the env observes its rendered frames instead of its state: the last
 ``PIXEL_FRAMES`` grayscale ``PIXEL_SIZE``-square frames, stacked in ``"pixels_stack"``.
+``"ALE/GAME-v5"`` ids (the ``atari`` family) always observe pixels: their screen,
+preprocessed the standard way (see :func:`atari_transforms`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from torchrl_lite.envs import (
     ExcludeTransform,
     GrayScale,
     GymEnv,
+    RenameTransform,
     Resize,
+    RewardClipping,
     RewardSum,
     ToTensorImage,
     TransformedEnv,
@@ -44,6 +48,8 @@ __all__ = [
     "action_kind",
     "env_family",
     "apply_overrides",
+    "atari_transforms",
+    "check_can_render",
     "make_env",
     "mlp",
     "observation_network",
@@ -52,11 +58,14 @@ __all__ = [
 ]
 
 DM_CONTROL_PREFIX = "dm_control/"
+ATARI_PREFIX = "ALE/"
 PIXELS_STACK = "pixels_stack"
 """The preprocessed frame stack the pixel networks read (the raw ``"pixels"`` stay free
 for ``eval --video``)."""
 PIXEL_SIZE = 64
 """Side of the square frames: PlaNet/Dreamer's size, (84/64)^2 = 1.7x cheaper than 84."""
+ATARI_SIZE = 84
+"""Side of the Atari frames (Nature DQN's)."""
 PIXEL_FRAMES = 4
 """Frames per stack, so that velocities are observable (Nature DQN's 4)."""
 
@@ -73,8 +82,11 @@ def make_env(
     ``from_pixels=True`` in ``kwargs`` (what ``eval --video`` passes) keeps the raw
     ``"pixels"`` frames too.
     """
+    if env_id.startswith(ATARI_PREFIX):
+        return _make_atari_env(env_id, num_envs, seed, **kwargs)
     keep_raw = False
     if pixels:
+        check_can_render(env_id)
         keep_raw = kwargs.pop("from_pixels", False)
         kwargs = {"pixels_only": True, **kwargs, "from_pixels": True}
     transforms: list = []
@@ -107,7 +119,69 @@ def make_env(
     return env
 
 
-def pixel_transforms(keep_raw: bool = False) -> Compose:
+def check_can_render(env_id: str) -> None:
+    """ValueError unless the gymnasium env ``env_id`` renders ``rgb_array`` frames.
+
+    Read from the env class's ``metadata["render_modes"]`` (nothing is built); dm_control
+    envs always render.
+    """
+    if env_id.startswith(DM_CONTROL_PREFIX):
+        return
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    spec = gymnasium.envs.registry.get(env_id)
+    if spec is None:
+        return  # GymEnv reports the unknown id
+    creator = spec.entry_point
+    if isinstance(creator, str):
+        creator = load_env_creator(creator)
+    modes = list(getattr(creator, "metadata", {}).get("render_modes", []))
+    if "rgb_array" not in modes:
+        raise ValueError(
+            f"pixels=true needs an env that renders with render_mode='rgb_array', but "
+            f"{env_id!r} offers render modes {modes}. Pick an env that renders rgb_array "
+            "frames, or drop pixels=true to learn from its state."
+        )
+
+
+def _make_atari_env(env_id: str, num_envs: int, seed: int | None, **kwargs) -> EnvBase:
+    """An ``ALE/...-v5`` env: the screen as ``"pixels"``, then :func:`atari_transforms`."""
+    try:
+        import ale_py
+    except ImportError as err:
+        raise ImportError(f"{env_id!r} needs ale-py: pip install 'torchrl-lite[atari]'") from err
+    import gymnasium
+
+    gymnasium.register_envs(ale_py)
+    keep_raw = kwargs.pop("from_pixels", False)
+    kwargs.pop("pixels_only", None)
+    env = GymEnv(env_id, num_envs=num_envs, **kwargs)  # observation: [*B, 210, 160, 3] uint8
+    env = TransformedEnv(env, atari_transforms(keep_raw))
+    if seed is not None:
+        env.set_seed(seed)
+    return env
+
+
+def atari_transforms(keep_raw: bool = False) -> Compose:
+    """Standard Atari preprocessing on a ``v5`` env (Machado et al. 2018's protocol).
+
+    ALE's v5 envs already repeat each action 4 times and repeat the previous action with
+    probability 0.25 (sticky actions, in place of no-op starts); episodes last until the
+    game is over (no life-loss terminals). On top: the screen renamed ``"pixels"``,
+    grayscale, an 84x84 area resize and 4 stacked frames (Mnih et al. 2015) in
+    ``"pixels_stack"``, ``RewardSum`` of the raw score into ``"episode_reward"``, then
+    rewards clipped to ``[-1, 1]`` for learning.
+    """
+    return Compose(
+        RenameTransform([K.OBSERVATION], [K.PIXELS]),
+        pixel_transforms(keep_raw, size=ATARI_SIZE),
+        RewardSum(),  # the game score, before clipping
+        RewardClipping(-1.0, 1.0),
+    )
+
+
+def pixel_transforms(keep_raw: bool = False, size: int = PIXEL_SIZE) -> Compose:
     """Raw uint8 ``"pixels"`` ``[*B, H, W, 3]`` to a uint8 ``"pixels_stack"`` ``[*B, 4, 64, 64]``.
 
     Grayscale (colour carries no state in these scenes), an area-averaging resize (a
@@ -118,15 +192,14 @@ def pixel_transforms(keep_raw: bool = False) -> Compose:
 
     Args:
         keep_raw: keep the raw ``"pixels"`` (for videos); otherwise they are dropped.
+        size: the side of the square frames.
     """
     steps = [
         ToTensorImage(
             from_int=False, dtype=torch.uint8, in_keys=[K.PIXELS], out_keys=[PIXELS_STACK]
         ),  # [*B, 3, H, W]
         GrayScale(in_keys=[PIXELS_STACK]),  # [*B, 1, H, W]
-        Resize(
-            PIXEL_SIZE, PIXEL_SIZE, interpolation="area", in_keys=[PIXELS_STACK]
-        ),  # [*B, 1, 64, 64]
+        Resize(size, size, interpolation="area", in_keys=[PIXELS_STACK]),  # [*B, 1, 64, 64]
         CatFrames(N=PIXEL_FRAMES, dim=-3, in_keys=[PIXELS_STACK]),  # [*B, 4, 64, 64]
     ]
     if not keep_raw:
@@ -135,7 +208,8 @@ def pixel_transforms(keep_raw: bool = False) -> Compose:
 
 
 def env_family(env_id: str) -> str:
-    """``"dm_control"``, ``"mujoco"`` (gymnasium's MuJoCo envs) or ``"classic"`` (the rest).
+    """``"dm_control"``, ``"mujoco"`` (gymnasium's MuJoCo envs), ``"atari"`` (``ALE/...``)
+    or ``"classic"`` (the rest).
 
     Recipes key their ``ENV_DEFAULTS`` by family: the physics tasks want bigger networks,
     slower targets and longer budgets than classic control.
@@ -148,6 +222,8 @@ def env_family(env_id: str) -> str:
     """
     if env_id.startswith(DM_CONTROL_PREFIX):
         return "dm_control"
+    if env_id.startswith(ATARI_PREFIX):
+        return "atari"
     import gymnasium
 
     spec = gymnasium.envs.registry.get(env_id)
@@ -194,20 +270,32 @@ def mlp(in_features: int, out_features: int, hidden: int, depth: int, act=nn.Tan
 
 class PixelEncoder(nn.Module):
     """uint8 frame stacks ``[*B, C, H, W]`` to features ``[*B, F]``: scaled to ``[0, 1]``,
-    then the Nature-DQN convolutions (32-64-64 channels, kernels 8-4-3, strides 4-2-1)."""
+    then convolutions with ReLUs (default: Nature DQN's 32-64-64 channels, kernels 8-4-3,
+    strides 4-2-1)."""
 
-    def __init__(self, in_channels: int):
+    def __init__(
+        self,
+        in_channels: int,
+        num_cells=(32, 64, 64),
+        kernel_sizes=(8, 4, 3),
+        strides=(4, 2, 1),
+    ):
         super().__init__()
         self.conv = ConvNet(
             in_features=in_channels,
-            num_cells=[32, 64, 64],
-            kernel_sizes=[8, 4, 3],
-            strides=[4, 2, 1],
+            num_cells=list(num_cells),
+            kernel_sizes=list(kernel_sizes),
+            strides=list(strides),
             activation_class=nn.ReLU,
         )
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         return self.conv(pixels.float() / 255)
+
+    def out_features(self, shape) -> int:
+        """Features per image of shape ``[C, H, W]``."""
+        with torch.no_grad():
+            return self(torch.zeros(1, *shape, dtype=torch.uint8)).shape[-1]
 
 
 def observation_network(
@@ -219,14 +307,16 @@ def observation_network(
     pixels: bool = False,
 ) -> tuple[nn.Module, str]:
     """``(net, in_key)``: an :func:`mlp` reading ``"observation"`` or, with ``pixels``, a
-    :class:`PixelEncoder` reading ``"pixels_stack"`` followed by that MLP."""
+    :class:`PixelEncoder` reading ``"pixels_stack"`` followed by that MLP (also without
+    ``pixels`` when the env only observes ``"pixels_stack"``: Atari)."""
+    if not pixels and K.OBSERVATION not in env.observation_spec.keys():
+        pixels = PIXELS_STACK in env.observation_spec.keys()
     if not pixels:
         obs_dim = env.observation_spec[K.OBSERVATION].shape[-1]
         return mlp(obs_dim, out_features, hidden, depth, act), K.OBSERVATION
     shape = env.observation_spec[PIXELS_STACK].shape[-3:]  # [C, H, W]
     encoder = PixelEncoder(shape[0])
-    with torch.no_grad():
-        features = encoder(torch.zeros(1, *shape, dtype=torch.uint8)).shape[-1]
+    features = encoder.out_features(shape)
     return nn.Sequential(encoder, mlp(features, out_features, hidden, depth, act)), PIXELS_STACK
 
 

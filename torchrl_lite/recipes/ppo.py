@@ -1,4 +1,4 @@
-"""PPO (clipped surrogate) for continuous actions: config, then builders.
+"""PPO (clipped surrogate) for continuous and discrete actions: config, then builders.
 
 Paper: Schulman et al. 2017, https://arxiv.org/abs/1707.06347. The defaults solve
 Pendulum-v1 (mean return >= -200) in about 40k frames; ``dm_control/...`` envs get the
@@ -16,10 +16,11 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 
 from torchrl_lite.collectors import SyncDataCollector
-from torchrl_lite.modules import ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl_lite.modules import OneHotCategorical, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.objectives import ClipPPOLoss
 from torchrl_lite.objectives.value import GAE
 from torchrl_lite.recipes.common import (
+    action_kind,
     check_action_kind,
     make_env,
     observation_network,
@@ -28,12 +29,20 @@ from torchrl_lite.recipes.common import (
 from torchrl_lite.trainers import ShuffledMiniBatches, Trainer
 
 ALGO = "ppo"
-ACTIONS = "continuous"
+ACTIONS = "continuous or discrete"
 TARGETS = {"Pendulum-v1": -200.0, "dm_control/cartpole-swingup": 700.0}
 ENV_DEFAULTS = {
     "dm_control": dict(
         gamma=0.99, frames=1_000_000, num_envs=8, frames_per_batch=8000, lr=3e-4,
         mini_batch_size=256, entropy_coef=0.0,
+    ),
+    # Atari (ALE/...-v5, pixels): the PPO paper's Atari settings (8 envs x 128 steps, 4
+    # epochs of 4 mini-batches, clip 0.1, entropy 0.01, lr 2.5e-4); frames count agent
+    # steps (4 emulator frames each)
+    "atari": dict(
+        pixels=True, gamma=0.99, frames=2_000_000, num_envs=8, frames_per_batch=1024,
+        epochs=4, mini_batch_size=256, lr=2.5e-4, clip_epsilon=0.1, entropy_coef=0.01,
+        hidden=256,
     ),
     # the PPO paper's MuJoCo settings (one env, 2048 steps, 10 epochs of 64-frame batches)
     "mujoco": dict(
@@ -100,7 +109,8 @@ class StateIndependentScale(nn.Module):
 
 def make_train_env(cfg: Config):
     env = make_env(cfg.env, num_envs=cfg.num_envs, seed=cfg.seed, pixels=cfg.pixels)
-    check_action_kind(env, ACTIONS, "PPO")
+    if action_kind(env.action_spec) != "discrete":
+        check_action_kind(env, "continuous", "PPO")
     return env
 
 
@@ -109,8 +119,24 @@ def make_eval_env(cfg: Config, **kwargs):
 
 
 def make_actor_critic(cfg: Config, env):
-    """Actor and critic, each with its own network (and encoder, with ``pixels``)."""
+    """Actor and critic, each with its own network (and encoder, with ``pixels``).
+
+    Continuous actions: a TanhNormal with a state-independent scale; discrete ones (Atari):
+    a one-hot categorical over the network's logits.
+    """
     spec = env.action_spec
+    value_net, key = observation_network(env, 1, cfg.hidden, 2, pixels=cfg.pixels)
+    critic = ValueOperator(value_net, in_keys=[key])
+    if action_kind(spec) == "discrete":
+        n = spec.shape[-1]
+        body, key = observation_network(env, n, cfg.hidden, 2, pixels=cfg.pixels)
+        actor = ProbabilisticActor(
+            TensorDictModule(body, in_keys=[key], out_keys=["logits"]),
+            in_keys=["logits"],
+            distribution_class=OneHotCategorical,
+            return_log_prob=True,
+        )
+        return actor, critic
     act_dim = spec.shape[-1]
     low, high = spec.low.reshape(-1, act_dim)[0], spec.high.reshape(-1, act_dim)[0]
     body, key = observation_network(env, act_dim, cfg.hidden, 2, pixels=cfg.pixels)
@@ -122,8 +148,6 @@ def make_actor_critic(cfg: Config, env):
         distribution_kwargs={"low": low, "high": high},
         return_log_prob=True,
     )
-    value_net, key = observation_network(env, 1, cfg.hidden, 2, pixels=cfg.pixels)
-    critic = ValueOperator(value_net, in_keys=[key])
     return actor, critic
 
 

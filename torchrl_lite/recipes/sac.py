@@ -3,6 +3,18 @@
 Paper: Haarnoja et al. 2018, https://arxiv.org/abs/1812.05905. The defaults solve
 Pendulum-v1 (mean return >= -200) in about 4-6k frames (seeds 0-4: 3.8k-5.6k frames,
 9-14 s on one CPU thread); quickly moving targets (``tau=0.02``) matter most.
+
+``pixels=true`` is DrQ (Kostrikov et al. 2020, https://arxiv.org/abs/2004.13649; see
+:class:`~torchrl_lite.objectives.DrQLoss`): dm_control renders 64x64 frames directly
+(camera 0), 4 grayscale frames stacked, each action repeated ``action_repeat`` times (8,
+PlaNet's and DrQ's value for cartpole; 4 for cheetah/reacher/cup, 2 for finger/walker),
+uint8 stacks in the buffer, random shifts of +-4 pixels on every sampled batch (root and
+next frames drawn independently), one conv encoder (32-32-32 channels, 3x3 kernels,
+strides 2-2-1 -> 13x13x32 -> 50 features, LayerNorm, tanh) shared by actor and critic and
+trained by the critic only; actor and Q-networks 2 x 256 units, batch 128, lr 1e-3,
+tau 0.01, temperature starting at 0.1. These are DrQ's settings shrunk to fit two CPU
+cores (DrQ: 84x84 RGB, 3 frames, 4 conv layers of 32, batch 512). ``frames`` counts agent
+steps: with ``action_repeat=8``, DrQ's 100k env steps are ``frames=12_500``.
 """
 
 from __future__ import annotations
@@ -10,14 +22,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from tensordict.nn import NormalParamExtractor, TensorDictModule
+from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequential
 from torch import nn
 
 from torchrl_lite.collectors import SyncDataCollector
 from torchrl_lite.data import LazyTensorStorage, TensorDictReplayBuffer
+from torchrl_lite.envs import RandomShift
 from torchrl_lite.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
-from torchrl_lite.objectives import SACLoss, SoftUpdate
-from torchrl_lite.recipes.common import check_action_kind, make_env, mlp, whole_batches
+from torchrl_lite.objectives import DrQLoss, SACLoss, SoftUpdate
+from torchrl_lite.recipes.common import (
+    PIXELS_STACK,
+    PixelEncoder,
+    check_action_kind,
+    make_env,
+    mlp,
+    whole_batches,
+)
 from torchrl_lite.trainers import ReplayBufferTrainer, Trainer
 
 ALGO = "sac"
@@ -33,6 +53,14 @@ _LOCOMOTION = dict(
     hidden=256,
 )
 ENV_DEFAULTS = {"mujoco": _LOCOMOTION, "dm_control": _LOCOMOTION}
+# applied when an override turns `pixels` on (not `frames`/`seed`: --frames/--seed win).
+# A transition holds two uint8 [4, 64, 64] stacks (32 KiB): 20k of them are 640 MiB.
+PIXEL_DEFAULTS = dict(
+    action_repeat=8, buffer_size=20_000, batch_size=128, lr=1e-3, tau=0.01, hidden=256,
+    init_random_frames=1000, frames_per_batch=2, alpha_init=0.1,
+)  # fmt: skip
+FEATURES = "features"
+"""The encoder's output entry (pixels): what the actor and the Q-networks read."""
 
 
 @dataclass(frozen=True)
@@ -65,25 +93,56 @@ class Config:
     """Soft target-update rate (0.005, the paper's, needs about twice the frames here)."""
     hidden: int = 64
     """Units per hidden layer (two layers, ReLU)."""
+    alpha_init: float = 1.0
+    """Initial temperature."""
+    pixels: bool = False
+    """Learn from rendered images (DrQ: shared encoder, random shifts; see the docstring)."""
+    action_repeat: int = 1
+    """Env steps per agent step (the action is repeated, rewards summed)."""
+    pad: int = 4
+    """Largest random shift of the sampled images, in pixels (pixels only)."""
+    feature_dim: int = 50
+    """Encoder output features (pixels only)."""
+
+
+def _env_kwargs(cfg: Config) -> dict:
+    kwargs = {"frame_skip": cfg.action_repeat} if cfg.action_repeat > 1 else {}
+    if cfg.pixels and cfg.env.startswith("dm_control/"):
+        kwargs["render_kwargs"] = {"height": 64, "width": 64, "camera_id": 0}
+    return kwargs
 
 
 def make_train_env(cfg: Config):
-    env = make_env(cfg.env, seed=cfg.seed)
+    env = make_env(cfg.env, seed=cfg.seed, pixels=cfg.pixels, **_env_kwargs(cfg))
     check_action_kind(env, ACTIONS, "SAC")
     return env
 
 
 def make_eval_env(cfg: Config, **kwargs):
-    return make_env(cfg.env, seed=cfg.seed + 10_000, **kwargs)
+    kwargs = {**_env_kwargs(cfg), **kwargs}
+    return make_env(cfg.env, seed=cfg.seed + 10_000, pixels=cfg.pixels, **kwargs)
 
 
-def make_actor_qvalue(cfg: Config, env):
-    obs_dim = env.observation_spec["observation"].shape[-1]
+def make_encoder(cfg: Config, env) -> nn.Module:
+    """Pixels ``[*B, C, 64, 64]`` uint8 -> ``[*B, feature_dim]`` (see the module docstring)."""
+    shape = env.observation_spec[PIXELS_STACK].shape[-3:]  # [C, H, W]
+    conv = PixelEncoder(shape[0], (32, 32, 32), (3, 3, 3), (2, 2, 1))
+    head = nn.Sequential(
+        nn.Linear(conv.out_features(shape), cfg.feature_dim),
+        nn.LayerNorm(cfg.feature_dim),
+        nn.Tanh(),
+    )
+    return nn.Sequential(conv, head)
+
+
+def make_actor_qvalue(cfg: Config, env, obs_key: str = "observation", obs_dim: int | None = None):
+    """Actor and Q-network reading ``obs_key`` (``"features"`` from pixels)."""
+    obs_dim = env.observation_spec[obs_key].shape[-1] if obs_dim is None else obs_dim
     spec = env.action_spec
     act_dim = spec.shape[-1]
     net = nn.Sequential(mlp(obs_dim, 2 * act_dim, cfg.hidden, 2, nn.ReLU), NormalParamExtractor())
     actor = ProbabilisticActor(
-        TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"]),
+        TensorDictModule(net, in_keys=[obs_key], out_keys=["loc", "scale"]),
         in_keys=["loc", "scale"],
         distribution_class=TanhNormal,
         distribution_kwargs={"low": spec.low, "high": spec.high},
@@ -95,7 +154,7 @@ def make_actor_qvalue(cfg: Config, env):
         num_cells=[cfg.hidden, cfg.hidden],
         activation_class=nn.ReLU,
     )
-    qvalue = ValueOperator(qnet, in_keys=["observation", "action"])
+    qvalue = ValueOperator(qnet, in_keys=[obs_key, "action"])
     return actor, qvalue
 
 
@@ -103,11 +162,30 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     """Everything to train: ``(trainer, policy)``; hooks registered."""
     torch.manual_seed(cfg.seed)
     env = make_train_env(cfg)
-    actor, qvalue = make_actor_qvalue(cfg, env)
-    loss = SACLoss(actor, qvalue, num_qvalue_nets=2, gamma=cfg.gamma, action_spec=env.action_spec)
+    if cfg.pixels:
+        encoder = make_encoder(cfg, env)
+        actor, qvalue = make_actor_qvalue(cfg, env, FEATURES, cfg.feature_dim)
+    else:
+        actor, qvalue = make_actor_qvalue(cfg, env)
+    loss = SACLoss(
+        actor,
+        qvalue,
+        num_qvalue_nets=2,
+        gamma=cfg.gamma,
+        action_spec=env.action_spec,
+        alpha_init=cfg.alpha_init,
+    )
+    policy = actor
+    transform = None
+    if cfg.pixels:
+        loss = DrQLoss(encoder, loss, pixels_key=PIXELS_STACK, feature_key=FEATURES)
+        policy = TensorDictSequential(
+            TensorDictModule(encoder, in_keys=[PIXELS_STACK], out_keys=[FEATURES]), actor
+        )
+        transform = RandomShift(cfg.pad, in_keys=[PIXELS_STACK, ("next", PIXELS_STACK)])
     collector = SyncDataCollector(
         env,
-        actor,
+        policy,
         frames_per_batch=cfg.frames_per_batch,
         total_frames=whole_batches(cfg.frames, cfg.frames_per_batch),
         init_random_frames=cfg.init_random_frames,
@@ -124,7 +202,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         save_trainer_interval=5_000,
         log_interval=1_000,
     )
-    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(cfg.buffer_size))
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(cfg.buffer_size), transform=transform)
     ReplayBufferTrainer(buffer, batch_size=cfg.batch_size).register(trainer)
     trainer.register_op("post_optim", SoftUpdate(loss, tau=cfg.tau).step)
-    return trainer, actor
+    return trainer, policy

@@ -2,6 +2,7 @@
 
 from torchrl_lite.envs.transforms.action import ActionScaling
 from torchrl_lite.envs.transforms.batch import BatchSizeTransform, RandomCropTensorDict
+from torchrl_lite.envs.transforms.augment import RandomCrop, RandomShift
 from torchrl_lite.envs.transforms.episode import (
     FrameSkipTransform,
     InitTracker,
@@ -47,6 +48,8 @@ __all__ = [
     "ObservationNorm",
     "PermuteTransform",
     "RandomCropTensorDict",
+    "RandomCrop",
+    "RandomShift",
     "RenameTransform",
     "Resize",
     "RewardClipping",

@@ -2,6 +2,13 @@
 recurrent TensorDict modules (``LSTMModule``, ``GRUModule``)."""
 
 from torchrl_lite.modules.models.ddpg import DdpgMlpActor, DdpgMlpQNet
+from torchrl_lite.modules.models.dreamer import (
+    ObsDecoder,
+    ObsEncoder,
+    RewardHead,
+    RSSMPosterior,
+    RSSMPrior,
+)
 from torchrl_lite.modules.models.models import (
     MLP,
     ConvNet,
@@ -27,6 +34,11 @@ __all__ = [
     "GRUModule",
     "LSTMModule",
     "NoisyLazyLinear",
+    "ObsDecoder",
+    "ObsEncoder",
+    "RSSMPosterior",
+    "RSSMPrior",
+    "RewardHead",
     "NoisyLinear",
     "SquashDims",
     "recurrent_mode",

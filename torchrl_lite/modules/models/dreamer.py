@@ -1,0 +1,276 @@
+"""Dreamer's world model: observation encoder/decoder, RSSM prior/posterior, reward head.
+
+Paper: Hafner et al. 2020, "Dream to Control: Learning Behaviors by Latent Imagination",
+https://arxiv.org/abs/1912.01603 (the RSSM is PlaNet's, https://arxiv.org/abs/1811.04551).
+
+Shapes (``*B`` any batch): images ``[*B, C, 64, 64]`` (uint8 in ``[0, 255]`` or float in
+``[-0.5, 0.5]``); embeddings ``[*B, 32 * depth]``; stochastic states ``[*B, S]``; beliefs
+(the GRU's deterministic state) ``[*B, D]``; model features ``[*B, S + D]``.
+
+One RSSM step, for an action ``a_t`` taken in the model state ``(s_t, h_t)``:
+
+- prior: ``h_{t+1} = GRU(ELU(W [s_t, a_t]), h_t)``, ``p(s_{t+1} | h_{t+1}) = N(mu, sigma)``;
+- posterior (with the next image's embedding ``e_{t+1}``): ``q(s_{t+1} | h_{t+1}, e_{t+1})``.
+
+``sigma = softplus(x) + min_std`` keeps the distributions from collapsing.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModuleBase
+from torch import nn
+
+__all__ = [
+    "ObsEncoder",
+    "ObsDecoder",
+    "RSSMPrior",
+    "RSSMPosterior",
+    "RSSMPolicy",
+    "RewardHead",
+    "scale_image",
+]
+
+
+def scale_image(pixels: torch.Tensor) -> torch.Tensor:
+    """uint8 ``[0, 255]`` images to float ``[-0.5, 0.5]`` (Dreamer's scale); floats pass."""
+    if pixels.dtype.is_floating_point:
+        return pixels
+    return pixels.float() / 255 - 0.5
+
+
+def _flat(x: torch.Tensor, dims: int):
+    """``[*B, *F]`` (``F`` with ``dims`` dims) -> ``([N, *F], B)``."""
+    batch = x.shape[: x.dim() - dims]
+    return x.reshape(-1, *x.shape[x.dim() - dims :]), batch
+
+
+class ObsEncoder(nn.Module):
+    """64x64 images ``[*B, C, 64, 64]`` -> embeddings ``[*B, 32 * depth]``.
+
+    Four 4x4 convolutions of stride 2 with ``depth``, ``2 depth``, ``4 depth``, ``8 depth``
+    channels and ReLUs (Dreamer: ``depth=32``, a 1024-dim embedding).
+
+    Args:
+        channels: image channels (3 for RGB).
+        depth: channels of the first convolution.
+
+    Example:
+        >>> ObsEncoder(channels=3, depth=4)(torch.zeros(2, 5, 3, 64, 64, dtype=torch.uint8)).shape
+        torch.Size([2, 5, 128])
+    """
+
+    def __init__(self, channels: int = 3, depth: int = 32):
+        super().__init__()
+        layers, width = [], channels
+        for i in range(4):
+            layers += [nn.Conv2d(width, depth * 2**i, 4, stride=2), nn.ReLU()]
+            width = depth * 2**i
+        self.net = nn.Sequential(*layers)
+        self.out_features = 32 * depth
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        flat, batch = _flat(scale_image(pixels), 3)  # [N, C, 64, 64]
+        if flat.shape[-2:] != (64, 64):
+            raise ValueError(
+                f"ObsEncoder expects 64x64 images, got {list(flat.shape[-2:])}; resize them "
+                "to 64x64 (Resize(64, 64))."
+            )
+        return self.net(flat).reshape(*batch, self.out_features)  # [*B, 32 depth]
+
+
+class ObsDecoder(nn.Module):
+    """Model features ``[*B, F]`` -> the mean image ``[*B, C, 64, 64]`` (scale ``[-0.5, 0.5]``).
+
+    A linear layer to ``32 * depth`` units, then transposed convolutions (kernels 5-5-6-6,
+    stride 2; ``4 depth``, ``2 depth``, ``depth``, ``C`` channels) with ReLUs between.
+
+    Args:
+        in_features: ``S + D``.
+        channels: image channels.
+        depth: as in :class:`ObsEncoder`.
+
+    Example:
+        >>> ObsDecoder(in_features=10, channels=3, depth=4)(torch.zeros(2, 10)).shape
+        torch.Size([2, 3, 64, 64])
+    """
+
+    def __init__(self, in_features: int, channels: int = 3, depth: int = 32):
+        super().__init__()
+        self.linear = nn.Linear(in_features, 32 * depth)
+        widths = [32 * depth, 4 * depth, 2 * depth, depth]
+        layers: list[nn.Module] = []
+        for i, k in enumerate((5, 5, 6, 6)):
+            out = channels if i == 3 else widths[i + 1]
+            layers.append(nn.ConvTranspose2d(widths[i], out, k, stride=2))
+            if i < 3:
+                layers.append(nn.ReLU())
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        flat, batch = _flat(features, 1)  # [N, F]
+        x = self.linear(flat)[:, :, None, None]  # [N, 32 depth, 1, 1]
+        image = self.net(x)  # [N, C, 64, 64]
+        return image.reshape(*batch, *image.shape[1:])
+
+
+def _normal_params(x: torch.Tensor, min_std: float):
+    mean, std = x.chunk(2, -1)
+    return mean, F.softplus(std) + min_std
+
+
+class RSSMPrior(nn.Module):
+    """The RSSM's transition: ``(s_t, h_t, a_t)`` -> ``(mu, sigma, s_{t+1}, h_{t+1})``.
+
+    ``s_{t+1}`` is a reparameterised sample of the prior ``N(mu, sigma)``.
+
+    Args:
+        action_dim: ``A``.
+        state_dim: ``S``.
+        belief_dim: ``D`` (GRU units).
+        hidden: units of the layers around the GRU.
+        min_std: the smallest standard deviation.
+
+    Example:
+        >>> prior = RSSMPrior(action_dim=1, state_dim=4, belief_dim=8, hidden=8)
+        >>> mean, std, state, belief = prior(torch.zeros(2, 4), torch.zeros(2, 8), torch.zeros(2, 1))
+        >>> state.shape, belief.shape
+        (torch.Size([2, 4]), torch.Size([2, 8]))
+    """
+
+    def __init__(
+        self, action_dim: int, state_dim: int = 30, belief_dim: int = 200, hidden: int = 200,
+        min_std: float = 0.1,
+    ):  # fmt: skip
+        super().__init__()
+        self.state_dim, self.belief_dim, self.min_std = state_dim, belief_dim, min_std
+        self.action_state = nn.Linear(state_dim + action_dim, hidden)
+        self.rnn = nn.GRUCell(hidden, belief_dim)
+        self.head = nn.Sequential(
+            nn.Linear(belief_dim, hidden), nn.ELU(), nn.Linear(hidden, 2 * state_dim)
+        )
+
+    def forward(self, state: torch.Tensor, belief: torch.Tensor, action: torch.Tensor):
+        x = F.elu(self.action_state(torch.cat([state, action], -1)))  # [*B, hidden]
+        flat_x, batch = _flat(x, 1)
+        belief = self.rnn(flat_x, belief.reshape(-1, self.belief_dim)).reshape(*batch, -1)
+        mean, std = _normal_params(self.head(belief), self.min_std)  # [*B, S] each
+        return mean, std, mean + std * torch.randn_like(std), belief
+
+
+class RSSMPosterior(nn.Module):
+    """The RSSM's filter: ``(h_{t+1}, e_{t+1})`` -> ``(mu, sigma, s_{t+1})`` of the posterior.
+
+    Args:
+        belief_dim: ``D``.
+        embed_dim: the encoder's embedding size.
+        state_dim: ``S``.
+        hidden: units of the hidden layer.
+        min_std: the smallest standard deviation.
+
+    Example:
+        >>> post = RSSMPosterior(belief_dim=8, embed_dim=6, state_dim=4, hidden=8)
+        >>> post(torch.zeros(2, 8), torch.zeros(2, 6))[2].shape
+        torch.Size([2, 4])
+    """
+
+    def __init__(
+        self, belief_dim: int = 200, embed_dim: int = 1024, state_dim: int = 30,
+        hidden: int = 200, min_std: float = 0.1,
+    ):  # fmt: skip
+        super().__init__()
+        self.min_std = min_std
+        self.net = nn.Sequential(
+            nn.Linear(belief_dim + embed_dim, hidden), nn.ELU(), nn.Linear(hidden, 2 * state_dim)
+        )
+
+    def forward(self, belief: torch.Tensor, embed: torch.Tensor):
+        mean, std = _normal_params(self.net(torch.cat([belief, embed], -1)), self.min_std)
+        return mean, std, mean + std * torch.randn_like(std)
+
+
+class RewardHead(nn.Module):
+    """Model features ``[*B, S + D]`` -> predicted reward ``[*B, 1]`` (an ELU MLP).
+
+    Also Dreamer's value model (same shape, another instance).
+
+    Args:
+        in_features: ``S + D``.
+        hidden: units per hidden layer.
+        depth: hidden layers (Dreamer: 2 for the reward, 3 for the value).
+
+    Example:
+        >>> RewardHead(10, hidden=8)(torch.zeros(3, 10)).shape
+        torch.Size([3, 1])
+    """
+
+    def __init__(self, in_features: int, hidden: int = 400, depth: int = 2):
+        super().__init__()
+        layers, width = [], in_features
+        for _ in range(depth):
+            layers += [nn.Linear(width, hidden), nn.ELU()]
+            width = hidden
+        self.net = nn.Sequential(*layers, nn.Linear(width, 1))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.net(features)
+
+
+class RSSMPolicy(TensorDictModuleBase):
+    """Acting in the real env: filter the RSSM state online, then ask the actor.
+
+    Keeps ``(s_t, h_t, a_{t-1})`` per env between calls and restarts them where
+    ``"is_init"`` is set (an ``InitTracker`` transform writes it): there ``h = 0`` and
+    ``s ~ q(. | 0, e(o))``, as the world-model loss starts its slices; elsewhere
+    ``h = prior(s_{t-1}, h_{t-1}, a_{t-1})`` and ``s ~ q(. | h, e(o))``. Under
+    ``ExplorationType.RANDOM`` (collectors) the actor samples and Gaussian noise of scale
+    ``exploration_noise`` is added (Dreamer: 0.3); otherwise it acts with its mode.
+
+    Args:
+        encoder, prior, posterior: the world model's parts.
+        actor: a probabilistic actor reading ``"state"`` and ``"belief"``.
+        low, high: the action bounds (the noisy action is clipped to them).
+        pixels_key: the image entry.
+        exploration_noise: the noise scale while exploring.
+    """
+
+    def __init__(
+        self, encoder, prior, posterior, actor, low, high, pixels_key: str = "pixels",
+        exploration_noise: float = 0.3,
+    ):  # fmt: skip
+        super().__init__()
+        self.encoder, self.prior, self.posterior, self.actor = encoder, prior, posterior, actor
+        self.register_buffer("low", torch.as_tensor(low, dtype=torch.float32))
+        self.register_buffer("high", torch.as_tensor(high, dtype=torch.float32))
+        self.pixels_key, self.exploration_noise = pixels_key, exploration_noise
+        self.in_keys, self.out_keys = [pixels_key, "is_init"], ["action"]
+        self._carry: tuple | None = None
+
+    @torch.no_grad()
+    def forward(self, tensordict):
+        from torchrl_lite.modules.tensordict_module.exploration import (
+            ExplorationType,
+            exploration_type,
+        )
+
+        embed = self.encoder(tensordict.get(self.pixels_key))  # [*B, E]
+        batch = embed.shape[:-1]
+        init = tensordict.get("is_init", None)
+        init = torch.ones(*batch, 1, dtype=torch.bool) if init is None else init.reshape(*batch, 1)
+        zeros = torch.zeros(*batch, self.prior.belief_dim, device=embed.device)
+        if self._carry is None or self._carry[1].shape != zeros.shape:
+            belief = zeros
+        else:
+            state, belief, action = self._carry
+            belief = torch.where(init, zeros, self.prior(state, belief, action)[3])
+        state = self.posterior(belief, embed)[2]  # [*B, S]
+        td = self.actor(TensorDict(state=state, belief=belief, batch_size=batch))
+        action = td.get("action")
+        if exploration_type() == ExplorationType.RANDOM and self.exploration_noise > 0:
+            noisy = action + self.exploration_noise * torch.randn_like(action)
+            action = torch.maximum(torch.minimum(noisy, self.high), self.low)
+        self._carry = (state, belief, action)
+        tensordict.set("action", action)
+        return tensordict
