@@ -32,6 +32,8 @@ RECIPES = {
     "cql": "torchrl_lite.recipes.cql",
     "iql": "torchrl_lite.recipes.iql",
     "td3_bc": "torchrl_lite.recipes.td3_bc",
+    "dt": "torchrl_lite.recipes.dt",
+    "odt": "torchrl_lite.recipes.odt",
 }
 
 
