@@ -149,6 +149,11 @@ class OnlineRefresh(TrainerHookBase):
         self.returns = [tuple(r) for r in state["returns"]]
 
 
+def online_refresh_of(trainer: Trainer) -> OnlineRefresh:
+    """The :class:`OnlineRefresh` hook of an ODT trainer (its ``env_frames``, ``returns``)."""
+    return trainer._modules["online_refresh"]
+
+
 def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     """Everything to train: ``(trainer, policy)``; register :func:`make_evaluation` too."""
     if cfg.pretrain_steps > cfg.frames:
