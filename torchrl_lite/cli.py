@@ -424,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
         "algo",
         nargs="?",
         default=None,
-        help="ppo, a2c, dqn, ddpg, td3, sac, redq, cql, iql, td3_bc",
+        help="ppo, a2c, dqn, ddpg, td3, sac, redq, cql, iql, td3_bc, dt, odt",
     )
     p.add_argument("--env", default=None, help="gymnasium id or dm_control/DOMAIN-TASK")
     p.add_argument("--frames", type=int, default=None, help="frame budget")

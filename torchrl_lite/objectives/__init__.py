@@ -80,3 +80,12 @@ __all__ += [
     "TD3BCLoss",
     "TD3Loss",
 ]
+
+# RLHF: reward-model loss, KL to the reference (in the reward or as a loss term)
+from torchrl_lite.objectives.rlhf import (  # noqa: E402
+    BradleyTerryLoss,
+    KLPenalizedPPOLoss,
+    KLRewardPenalty,
+)
+
+__all__ += ["BradleyTerryLoss", "KLPenalizedPPOLoss", "KLRewardPenalty"]

@@ -29,11 +29,21 @@ class _DTKeys:
     """Keys of the decision-transformer losses; change them with ``loss.set_keys(...)``.
 
     ``action_target`` is the dataset's action read from the batch; ``action_pred`` is the
-    entry the actor writes (``DTLoss``).
+    entry the actor writes (``DTLoss``); ``mask`` ``[*B, T]`` (bool), when the batch has
+    it, marks the real steps of left-padded windows: the means run over those only.
     """
 
     action_target: str | tuple = K.ACTION
     action_pred: str | tuple = K.ACTION
+    mask: str | tuple = "mask"
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Mean of ``x [*B, T]`` over the steps where ``mask [*B, T]`` is True (all if None)."""
+    if mask is None:
+        return x.mean()
+    weight = mask.reshape(x.shape).to(x.dtype)
+    return (x * weight).sum() / weight.sum().clamp_min(1.0)
 
 
 def _check_actor(actor, owner: str, needs_dist: bool) -> None:
@@ -56,6 +66,8 @@ class OnlineDTLoss(Temperature, LossModule):
     form) and ``alpha = exp(log_alpha)``:
 
     - ``loss_log_likelihood = -mean(log pi(a))``;
+
+    (means over the steps, or those with ``mask`` True when the batch has a ``"mask"``)
     - ``loss_entropy = -alpha * H`` (``alpha`` detached);
     - ``loss_alpha = alpha * (H - target_entropy)`` (``H`` detached; zero with
       ``fixed_alpha``), which raises ``alpha`` while ``H`` is below its target.
@@ -134,8 +146,9 @@ class OnlineDTLoss(Temperature, LossModule):
         td = tensordict
         target = self._get(td, "action_target")  # [*B, T, *action_shape]
         dist = self.actor_network.get_dist(td.select(*self.actor_network.in_keys))
-        log_likelihood = log_prob_of(dist, target, td.batch_dims).mean()
-        entropy = entropy_of(dist, td.batch_dims, self.samples_mc_entropy).mean()
+        mask = td.get(self.tensor_keys.mask, None)  # [*B, T] or None
+        log_likelihood = _masked_mean(log_prob_of(dist, target, td.batch_dims), mask)
+        entropy = _masked_mean(entropy_of(dist, td.batch_dims, self.samples_mc_entropy), mask)
         alpha = self._alpha()
         target_entropy = self._target_entropy_for(target, td.batch_dims)
         if self.fixed_alpha:
@@ -156,7 +169,8 @@ class OnlineDTLoss(Temperature, LossModule):
 class DTLoss(LossModule):
     """The decision transformer loss: regression of the predicted actions on the dataset's.
 
-    ``loss = mean(d(a_pred, a))`` over the steps and action dims, ``a_pred`` the action
+    ``loss = mean(d(a_pred, a))`` over the steps (those with ``mask`` True, when the
+    batch has a ``"mask"``) and action dims, ``a_pred`` the action
     the actor writes (at ``"action"``, on a copy of the batch) and ``a`` the batch's
     action. The entry is named ``"loss"`` as in TorchRL (it starts with ``"loss"``).
     Paper: https://arxiv.org/abs/2106.01345.
@@ -211,5 +225,7 @@ class DTLoss(LossModule):
                 f"{list(pred.shape)} but the target {self.tensor_keys.action_target!r} has "
                 f"shape {list(target.shape)}."
             )
-        loss = distance_loss(pred, target.to(pred.dtype), self.loss_function).mean()
+        distance = distance_loss(pred, target.to(pred.dtype), self.loss_function)
+        per_step = distance.reshape(*td.batch_size, -1).mean(-1)  # [*B, T]
+        loss = _masked_mean(per_step, td.get(self.tensor_keys.mask, None))
         return TensorDict({"loss": loss}, batch_size=[])

@@ -33,6 +33,8 @@ RECIPES = {
     "iql": "torchrl_lite.recipes.iql",
     "td3_bc": "torchrl_lite.recipes.td3_bc",
     "dreamer": "torchrl_lite.recipes.dreamer",
+    "dt": "torchrl_lite.recipes.dt",
+    "odt": "torchrl_lite.recipes.odt",
 }
 
 

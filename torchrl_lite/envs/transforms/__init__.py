@@ -18,6 +18,7 @@ from torchrl_lite.envs.transforms.observation import (
     ObservationNorm,
 )
 from torchrl_lite.envs.transforms.primer import TensorDictPrimer
+from torchrl_lite.envs.transforms.return_to_go import DTContext, TargetReturn
 from torchrl_lite.envs.transforms.reward import RewardClipping, RewardScaling, RewardSum
 from torchrl_lite.envs.transforms.shape import (
     CatTensors,
@@ -59,6 +60,8 @@ __all__ = [
     "SqueezeTransform",
     "StepCounter",
     "TensorDictPrimer",
+    "TargetReturn",
+    "DTContext",
     "TimeMaxPool",
     "ToTensorImage",
     "Transform",

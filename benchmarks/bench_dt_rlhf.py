@@ -1,0 +1,197 @@
+"""Decision Transformer, Online DT and RLHF learning results (seeds 0-2).
+
+Datasets: the project's own SAC runs on Pendulum-v1 (``torchrl-lite train sac`` for
+500, 1000, ..., 2500 frames, each written with ``torchrl-lite dataset --noise 0.1``):
+"medium" is 40k transitions of the 2500-frame policy; "medium-replay" is 8k transitions
+of each of the five policies (from nearly random to medium), like D4RL's replay files.
+
+- DT: trained with the recipe's defaults, then evaluated (10 episodes) conditioned on
+  three targets: the 10% quantile, the median and the best episode return of the dataset.
+- ODT: on "medium", the evaluation return after the offline pre-training and at the end.
+- RLHF: ``tutorials/rlhf_example.py`` (reward-model accuracy, RM scores, KL, seconds).
+
+Usage: ``python bench_dt_rlhf.py [dt] [odt] [rlhf]`` (default: all), with
+``DT_RLHF_DATA=folder`` for the datasets (made there when missing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from _common import RESULTS_DIR, smoke, write_table
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("DT_RLHF_DATA", ROOT / "benchmarks" / "results" / "dt_data"))
+SEEDS = (0,) if smoke() else (0, 1, 2)
+PARTS = (500, 1000, 1500, 2000, 2500)
+
+
+def _cli(*args) -> None:
+    cmd = [sys.executable, "-m", "torchrl_lite", *map(str, args)]
+    subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, text=True)
+
+
+def make_datasets() -> dict:
+    """The "medium" and "medium-replay" files (made once, then reused)."""
+    import h5py
+    import numpy as np
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    medium, replay = DATA / "pendulum-medium.hdf5", DATA / "pendulum-medium-replay.hdf5"
+    for frames in PARTS:
+        run, part = DATA / f"sac-{frames}", DATA / f"part-{frames}.hdf5"
+        if not part.exists():
+            _cli("train", "sac", "--frames", frames, "--seed", 0, "--out", run, "--logger", "none", "--quiet")
+            _cli("dataset", run, part, "--frames", 8000, "--noise", 0.1, "--seed", frames)
+    if not medium.exists():
+        _cli("dataset", DATA / f"sac-{PARTS[-1]}", medium, "--frames", 40_000, "--noise", 0.1, "--seed", 0)
+    if not replay.exists():
+        columns: dict = {}
+        for frames in PARTS:
+            with h5py.File(DATA / f"part-{frames}.hdf5") as f:
+                for name in f:
+                    columns.setdefault(name, []).append(f[name][:])
+        with h5py.File(replay, "w") as f:
+            for name, parts in columns.items():
+                f.create_dataset(name, data=np.concatenate(parts))
+    return {"medium": medium, "medium-replay": replay}
+
+
+def episode_returns(path: Path) -> torch.Tensor:
+    from torchrl_lite.recipes.offline import load_dataset
+
+    data = load_dataset(path, 1).data
+    ids = data["collector", "traj_ids"]
+    ends = data["next", "done"].flatten()
+    sums = torch.zeros(int(ids.max()) + 1).index_add_(0, ids, data["next", "reward"].flatten())
+    return sums[ids[ends].unique()]  # episodes that end inside the file
+
+
+def evaluate(recipe, cfg, policy, target_return: float, episodes: int = 10) -> float:
+    from torchrl_lite.envs import ExplorationType, set_exploration_type
+
+    cfg = dataclasses.replace(cfg, target_return=target_return)
+    env = recipe.make_eval_env(cfg, num_envs=episodes, seed_offset=40_000)
+    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        rollout = env.rollout(cfg.eval_steps, policy, break_when_any_done=False)
+    env.close()
+    return float(rollout["next", "reward"].sum()) / episodes
+
+
+def bench_dt(files: dict) -> list:
+    from torchrl_lite.recipes import dt
+
+    rows = []
+    for name, path in files.items():
+        returns = episode_returns(path)
+        targets = [float(returns.quantile(0.1)), float(returns.median()), float(returns.max())]
+        results = []
+        for seed in SEEDS:
+            cfg = dt.Config(dataset=str(path), seed=seed)
+            start = time.perf_counter()
+            trainer, policy = dt.make_trainer(cfg, progress_bar=False)
+            trainer.train()
+            seconds = time.perf_counter() - start
+            results.append(([evaluate(dt, cfg, policy, t) for t in targets], seconds))
+            print(name, seed, results[-1], flush=True)
+        for i, target in enumerate(targets):
+            got = [r[0][i] for r in results]
+            rows.append([
+                f"DT {name}", f"{target:.0f}", f"{returns.mean():.0f}",
+                f"{statistics.median(got):.0f} ({min(got):.0f})",
+                " / ".join(f"{g:.0f}" for g in got), cfg.frames,
+                f"{statistics.median(r[1] for r in results):.0f}",
+            ])  # fmt: skip
+    return rows
+
+
+def bench_odt(files: dict) -> list:
+    from torchrl_lite.recipes import odt
+
+    results = []
+    for seed in SEEDS:
+        cfg = odt.Config(dataset=str(files["medium"]), seed=seed)
+        trainer, policy = odt.make_trainer(cfg, progress_bar=False)
+        offline = {}
+
+        def at_pretrain_end(cfg=cfg, policy=policy, trainer=trainer, offline=offline):
+            if trainer.optim_count == cfg.pretrain_steps:
+                offline["return"] = evaluate(odt, cfg, policy, cfg.target_return)
+
+        trainer.register_op("post_optim", at_pretrain_end)
+        start = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - start
+        final = evaluate(odt, cfg, policy, cfg.target_return)
+        refresh = odt.online_refresh_of(trainer)
+        results.append((offline["return"], final, refresh.env_frames, seconds))
+        print("odt", seed, results[-1], refresh.returns, flush=True)
+    start = [r[0] for r in results]
+    end = [r[1] for r in results]
+    gain = [r[1] - r[0] for r in results]
+    return [[
+        "ODT medium", f"{statistics.median(start):.0f} ({min(start):.0f})",
+        f"{statistics.median(end):.0f} ({min(end):.0f})",
+        f"{statistics.median(gain):.0f} ({min(gain):.0f})", results[0][2], cfg.frames,
+        f"{statistics.median(r[3] for r in results):.0f}",
+    ]]  # fmt: skip
+
+
+def bench_rlhf() -> list:
+    rows = []
+    for seed in SEEDS:
+        out = RESULTS_DIR / f"rlhf_s{seed}.json"
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "tutorials/rlhf_example.py", "--seed", str(seed), "--json", str(out)],
+            check=True, cwd=ROOT,
+        )  # fmt: skip
+        info = json.loads(out.read_text())
+        info["wall"] = time.perf_counter() - start
+        rows.append(info)
+        print("rlhf", seed, info, flush=True)
+    return [[
+        f"seed {i}", f"{r['rm_accuracy']:.3f}", f"{r['score_reference']:.2f}",
+        f"{r['score_policy']:.2f}", f"{r['kl']:.3f}", f"{r['kl_bound']}", f"{r['wall']:.0f}",
+    ] for i, r in enumerate(rows)]  # fmt: skip
+
+
+def main(selected: list[str]) -> None:
+    torch.set_num_threads(1)
+    selected = selected or ["dt", "odt", "rlhf"]
+    files = make_datasets() if {"dt", "odt"} & set(selected) else {}
+    if "dt" in selected:
+        write_table(
+            "dt", "Decision Transformer on Pendulum-v1 datasets from SAC runs",
+            ["dataset", "target", "dataset mean", "eval return median (worst)", "seeds 0/1/2",
+             "gradient steps", "train s"],
+            bench_dt(files),
+            notes="Evaluation: 10 episodes per seed, deterministic, conditioned on the target "
+            "(the dataset's 10% quantile, median and best episode return).",
+        )  # fmt: skip
+    if "odt" in selected:
+        write_table(
+            "odt", "Online Decision Transformer on Pendulum-v1 (medium)",
+            ["case", "offline start median (worst)", "end median (worst)", "gain median (worst)",
+             "online env frames", "gradient steps", "train s"],
+            bench_odt(files),
+        )  # fmt: skip
+    if "rlhf" in selected:
+        write_table(
+            "rlhf", "RLHF example (tutorials/rlhf_example.py)",
+            ["seed", "RM held-out accuracy", "RM score reference", "RM score fine-tuned",
+             "KL to reference", "KL bound", "wall s"],
+            bench_rlhf(),
+        )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

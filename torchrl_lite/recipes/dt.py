@@ -1,0 +1,167 @@
+"""Decision Transformer on a dataset file: return-conditioned behaviour cloning.
+
+Paper: Chen et al. 2021, https://arxiv.org/abs/2106.01345. Offline: the transformer
+learns to predict the dataset's actions from windows of ``context_length`` steps of
+(return-to-go, observation, action) read from ``dataset`` (a D4RL-layout ``.hdf5`` file;
+make one with ``torchrl-lite dataset RUN OUT.hdf5`` or
+:func:`~torchrl_lite.recipes.offline.collect_dataset`). ``frames`` counts gradient steps.
+At evaluation the policy is conditioned on ``target_return``: the env's
+:class:`~torchrl_lite.envs.transforms.TargetReturn` lowers it by each reward received, and
+:class:`~torchrl_lite.envs.transforms.DTContext` keeps the window the model reads; a
+higher target asks for a better episode.
+
+Example:
+    >>> cfg = Config(dataset="pendulum-medium.hdf5", target_return=-150.0)
+    >>> # trainer, policy = make_trainer(cfg)
+    >>> # make_evaluation(cfg, policy).register(trainer)  # evaluation returns
+    >>> # trainer.train()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from torchrl_lite.data.datasets import TrajectoryWindows
+from torchrl_lite.envs import Compose, DTContext, TargetReturn, TransformedEnv
+from torchrl_lite.modules.models.decision_transformer import (
+    DecisionTransformer,
+    DTActor,
+    DTInferenceWrapper,
+)
+from torchrl_lite.objectives import DTLoss
+from torchrl_lite.recipes.common import check_action_kind, make_env
+from torchrl_lite.recipes.offline import (
+    EvaluationReturns,
+    OfflineBatches,
+    OfflineConfig,
+    check_dataset_fits,
+    load_dataset,
+)
+from torchrl_lite.trainers import Trainer
+
+ALGO = "dt"
+ACTIONS = "continuous"
+OFFLINE = True
+TARGETS: dict = {}
+ENV_DEFAULTS = {
+    "mujoco": dict(eval_steps=1000, reward_scale=1000.0, target_return=3600.0),
+    "dm_control": dict(eval_steps=1000, reward_scale=1000.0, target_return=800.0),
+}
+
+
+@dataclass(frozen=True)
+class Config(OfflineConfig):
+    """Decision-transformer settings; the defaults are for Pendulum-v1."""
+
+    frames: int = 2_000
+    """Gradient steps."""
+    batch_size: int = 32
+    """Windows per gradient step."""
+    lr: float = 1e-3
+    """AdamW learning rate (after the warm-up)."""
+    weight_decay: float = 1e-4
+    """AdamW weight decay."""
+    warmup_steps: int = 200
+    """Linear learning-rate warm-up, in gradient steps."""
+    grad_clip: float = 0.25
+    """Gradient-norm clip."""
+    context_length: int = 10
+    """Steps per window ``K`` (``3K`` tokens)."""
+    hidden: int = 32
+    """Embedding width."""
+    n_layer: int = 2
+    """Transformer blocks."""
+    n_head: int = 1
+    """Attention heads."""
+    dropout: float = 0.1
+    """Dropout while training (none when acting)."""
+    max_timestep: int = 1000
+    """Episode timesteps with their own embedding."""
+    reward_scale: float = 100.0
+    """Returns-to-go are divided by it (a Pendulum-v1 return is -1500 to -120)."""
+    target_return: float = -150.0
+    """The return the policy is conditioned on at evaluation (env units)."""
+
+
+def make_eval_env(cfg: Config, num_envs: int | None = None, seed_offset: int = 10_000, **kwargs):
+    """The env the policy acts in: the recipe env plus TargetReturn and DTContext."""
+    env = make_env(cfg.env, num_envs=num_envs, seed=cfg.seed + seed_offset, **kwargs)
+    return TransformedEnv(
+        env,
+        Compose(TargetReturn(cfg.target_return, cfg.reward_scale), DTContext(cfg.context_length)),
+    )
+
+
+def make_evaluation(cfg: Config, policy, target: float | None = None) -> EvaluationReturns:
+    """The learning signal: :class:`EvaluationReturns` every ``eval_interval`` steps."""
+    env = make_eval_env(cfg, num_envs=cfg.eval_episodes, seed_offset=20_000)
+    return EvaluationReturns(
+        env, policy, interval=cfg.eval_interval, steps=cfg.eval_steps, target=target
+    )
+
+
+def make_model(cfg: Config, env) -> DecisionTransformer:
+    batch = len(env.batch_size)
+    return DecisionTransformer(
+        env.observation_spec["observation"].shape[batch:].numel(),
+        env.action_spec.shape[batch:].numel(),
+        cfg.context_length,
+        hidden=cfg.hidden,
+        n_layer=cfg.n_layer,
+        n_head=cfg.n_head,
+        max_timestep=cfg.max_timestep,
+        dropout=cfg.dropout,
+    )
+
+
+def load_windows(cfg: Config, env) -> TrajectoryWindows:
+    """The dataset file as windows of ``context_length`` steps (checked against ``env``)."""
+    dataset = load_dataset(cfg.dataset, cfg.batch_size)
+    check_dataset_fits(dataset, env)
+    return TrajectoryWindows(dataset.data, cfg.context_length, reward_scale=cfg.reward_scale)
+
+
+def make_optimizer(cfg: Config, params, trainer: Trainer):
+    """AdamW with a linear warm-up, stepped by ``trainer`` (its scheduler on post_optim)."""
+    optim = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    warmup = max(1, cfg.warmup_steps)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optim, lambda step: min(1.0, (step + 1) / warmup))
+    trainer.register_op("post_optim", schedule.step)
+    trainer.register_module("lr_schedule", schedule)
+    return optim
+
+
+def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
+    """Everything to train: ``(trainer, policy)``; register :func:`make_evaluation` too."""
+    torch.manual_seed(cfg.seed)
+    env = make_eval_env(cfg)
+    check_action_kind(env, ACTIONS, "DT")
+    windows = load_windows(cfg, env)
+    actor = DTActor(make_model(cfg, env), env.action_spec)
+    env.close()
+    loss = DTLoss(actor, loss_function="l2")
+    batches = OfflineBatches(windows, batch_size=cfg.batch_size, total_steps=cfg.frames)
+    trainer = Trainer(
+        collector=batches,
+        total_frames=cfg.frames,
+        optim_steps_per_batch=1,
+        loss_module=loss,
+        optimizer=None,  # registered below, with its schedule
+        logger=logger,
+        progress_bar=progress_bar,
+        clip_norm=cfg.grad_clip,
+        save_trainer_file=checkpoint,
+        save_trainer_interval=5_000,
+        log_interval=cfg.eval_interval,
+    )
+    batches.register(trainer)
+    _register_optimizer(trainer, make_optimizer(cfg, loss.parameters(), trainer))
+    return trainer, DTInferenceWrapper(actor)
+
+
+def _register_optimizer(trainer: Trainer, optim) -> None:
+    from torchrl_lite.trainers import OptimizerHook
+
+    OptimizerHook(optim).register(trainer, name="optimizer")
