@@ -194,3 +194,20 @@ def test_egreedy_device_cuda():
     td = TensorDict(action=torch.tensor(0, device="cuda"))
     with set_exploration_type(ExplorationType.RANDOM):
         assert explore(td)["action"].is_cuda
+
+
+def test_python_based_lstm_runs_under_vmap():
+    """What TorchRL's switch is for (torch 2.x has no vmap batching rule for ``nn.LSTM``)."""
+    torch.manual_seed(0)
+    kwargs = dict(input_size=3, hidden_size=5, in_key="obs", out_key="features")
+    module = LSTMModule(**kwargs, python_based=True)
+    ref = LSTMModule(**kwargs)
+    ref.load_state_dict(module.state_dict())
+    obs, is_init = torch.randn(7, 4, 3), torch.ones(7, 4, 1, dtype=torch.bool)
+
+    def call(net):
+        return lambda o, i: net(TensorDict(obs=o, is_init=i, batch_size=[4]))["features"]
+
+    out = torch.vmap(call(module))(obs, is_init)  # [7, 4, 5]
+    whole = ref(TensorDict(obs=obs, is_init=is_init, batch_size=[7, 4]))["features"]
+    torch.testing.assert_close(out, whole)
