@@ -191,6 +191,21 @@ def test_target_params_without_target_are_the_detached_online_values():
         assert torch.equal(t, p) and not t.requires_grad
 
 
+def test_params_follow_loss_to_and_are_reused():
+    """Custom losses read ``self.<name>_params`` at every call: the TensorDict is reused,
+    and rebuilt once ``loss.to(...)`` replaced the target's buffers."""
+    loss = DQNLoss(QValueActor(nn.Linear(4, 2), action_space="one_hot"), delay_value=True)
+    assert loss.value_network_params is loss.value_network_params
+    loss.to(torch.float64)
+    target = dict(loss.target_value_network.named_buffers())
+    leaves = loss.target_value_network_params.flatten_keys()
+    assert sorted(leaves.keys()) == sorted(target)
+    assert all(leaves[k].data_ptr() == target[k].data_ptr() for k in target)  # same storage
+    assert all(t.dtype == torch.float64 for t in leaves.values())
+    online = _leaves(loss.value_network_params)
+    assert all(any(p is q for q in online) for p in loss.value_network.parameters())
+
+
 def test_unknown_params_name_raises_attribute_error():
     loss = DQNLoss(QValueActor(nn.Linear(4, 2), action_space="one_hot"))
     with pytest.raises(AttributeError, match="actor_network_params"):

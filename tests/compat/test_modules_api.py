@@ -32,6 +32,7 @@ from torchrl_lite.modules import (
     TanhDelta,
     ValueOperator,
     set_exploration_type,
+    set_recurrent_mode,
 )
 from torchrl_lite.modules.models.utils import SquashDims
 from torchrl_lite.objectives import DDPGLoss
@@ -162,16 +163,28 @@ def test_egreedy_device_keyword():
 
 # -- LSTMModule(python_based=) ----------------------------------------------------------
 @pytest.mark.parametrize("cls", [LSTMModule, GRUModule])
-def test_python_based_keyword_gives_the_same_outputs(cls):
+def test_python_based_gives_the_fused_kernels_outputs_and_gradients(cls):
     torch.manual_seed(0)
-    ref = cls(input_size=3, hidden_size=5, in_key="obs", out_key="features")
-    got = cls(input_size=3, hidden_size=5, in_key="obs", out_key="features", python_based=True)
+    kwargs = dict(input_size=3, hidden_size=5, num_layers=2, in_key="obs", out_key="features")
+    ref = cls(**kwargs)
+    got = cls(**kwargs, python_based=True)
     got.load_state_dict(ref.state_dict())
     assert got.python_based and not ref.python_based
-    td = TensorDict(
+    step = TensorDict(
         obs=torch.randn(4, 3), is_init=torch.ones(4, 1, dtype=torch.bool), batch_size=[4]
     )
-    torch.testing.assert_close(got(td.clone())["features"], ref(td.clone())["features"])
+    torch.testing.assert_close(got(step.clone())["features"], ref(step.clone())["features"])
+    is_init = torch.zeros(4, 6, 1, dtype=torch.bool)
+    is_init[:, 0] = is_init[1, 3] = is_init[2, 2] = True  # resets inside rows: packed segments
+    seq = TensorDict(obs=torch.randn(4, 6, 3), is_init=is_init, batch_size=[4, 6])
+    with set_recurrent_mode(True):
+        want, have = ref(seq.clone()), got(seq.clone())
+    for key in want.keys(True, True):
+        torch.testing.assert_close(have[key], want[key])
+    want["features"].pow(2).sum().backward()
+    have["features"].pow(2).sum().backward()
+    for p, q in zip(got.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
 
 
 @pytest.mark.gpu
@@ -181,3 +194,20 @@ def test_egreedy_device_cuda():
     td = TensorDict(action=torch.tensor(0, device="cuda"))
     with set_exploration_type(ExplorationType.RANDOM):
         assert explore(td)["action"].is_cuda
+
+
+def test_python_based_lstm_runs_under_vmap():
+    """What TorchRL's switch is for (torch 2.x has no vmap batching rule for ``nn.LSTM``)."""
+    torch.manual_seed(0)
+    kwargs = dict(input_size=3, hidden_size=5, in_key="obs", out_key="features")
+    module = LSTMModule(**kwargs, python_based=True)
+    ref = LSTMModule(**kwargs)
+    ref.load_state_dict(module.state_dict())
+    obs, is_init = torch.randn(7, 4, 3), torch.ones(7, 4, 1, dtype=torch.bool)
+
+    def call(net):
+        return lambda o, i: net(TensorDict(obs=o, is_init=i, batch_size=[4]))["features"]
+
+    out = torch.vmap(call(module))(obs, is_init)  # [7, 4, 5]
+    whole = ref(TensorDict(obs=obs, is_init=is_init, batch_size=[7, 4]))["features"]
+    torch.testing.assert_close(out, whole)

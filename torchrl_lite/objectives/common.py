@@ -53,7 +53,7 @@ from torch import nn
 
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
-from torchrl_lite.objectives._params import check_materialized, params_attribute, shared_with
+from torchrl_lite.objectives._params import check_materialized, check_unshared, params_attribute
 from torchrl_lite.objectives.ensemble import Ensemble
 from torchrl_lite.objectives.value import ValueEstimatorBase, ValueEstimators
 from torchrl_lite.objectives.value.advantages import _check_factor, default_value_kwargs
@@ -286,24 +286,22 @@ class LossModule(nn.Module):
                 independent; register the shared trunk as its own network).
         """
         if expand_dim is not None and compare_against is not None:
-            shared = shared_with(module, compare_against)
-            if shared:
-                raise ValueError(
-                    f"{type(self).__name__}.convert_to_functional: {module_name} shares "
-                    f"parameters {shared[:3]} with compare_against, and expand_dim="
-                    f"{expand_dim} would make independent copies of them; register the "
-                    f"shared part as its own network, or drop expand_dim."
-                )
+            check_unshared(type(self).__name__, module_name, module, compare_against)
         self.register_network(
             module_name, module, create_target=create_target_params, num_copies=expand_dim
         )
 
     def __getattr__(self, name: str):
+        if not name.endswith("_params"):  # networks, parameters, buffers: nn.Module's lookup
+            return super().__getattr__(name)
         try:
             return super().__getattr__(name)
         except AttributeError:
             params = params_attribute(
-                self.__dict__.get("_networks", ()), lambda *a: getattr(self, *a), name
+                self.__dict__.get("_networks", ()),
+                lambda *a: getattr(self, *a),
+                name,
+                self.__dict__.setdefault("_params_views", {}),
             )
             if params is None:
                 raise

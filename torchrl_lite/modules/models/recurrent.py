@@ -35,6 +35,7 @@ from torch.utils._contextlib import _DecoratorContextManager
 
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
+from torchrl_lite.modules.models._python_rnn import python_rnn
 
 __all__ = ["LSTMModule", "GRUModule", "set_recurrent_mode", "recurrent_mode"]
 
@@ -97,6 +98,7 @@ class _RecurrentModule(TensorDictModuleBase):
     """Shared wiring of ``LSTMModule`` and ``GRUModule`` (subclasses set the rnn class)."""
 
     _rnn_class: type[nn.RNNBase]
+    python_based = False  # subclasses: run ``python_rnn`` instead of the fused kernel
     _rnn_name: str
     _hidden_names: tuple[str, ...]
 
@@ -264,7 +266,8 @@ class _RecurrentModule(TensorDictModuleBase):
     def _call_rnn(self, x, h0: list[torch.Tensor]):
         """Run the rnn from batch-first states ``[N, L, H]``; return y and ``[N, L, H]`` states."""
         states = [h.transpose(0, 1).contiguous() for h in h0]  # [L, N, H]
-        y, h_n = self.rnn(x, tuple(states) if len(states) > 1 else states[0])
+        init = tuple(states) if len(states) > 1 else states[0]
+        y, h_n = python_rnn(self.rnn, x, init) if self.python_based else self.rnn(x, init)
         h_n = h_n if isinstance(h_n, tuple) else (h_n,)
         return y, [h.transpose(0, 1) for h in h_n]  # [N, L, H]
 
@@ -368,9 +371,9 @@ class LSTMModule(_RecurrentModule):
         device: where to create the parameters.
         lstm: an existing ``nn.LSTM`` (batch_first=True) instead of the size arguments.
         default_recurrent_mode: the mode outside any ``set_recurrent_mode`` context.
-        python_based: TorchRL's switch to a pure-Python LSTM (same maths as ``nn.LSTM``,
-            for ``torch.vmap``/``torch.compile``); accepted for compatibility, the
-            outputs are ``nn.LSTM``'s either way.
+        python_based: run the LSTM step by step in Python on the ``nn.LSTM``'s weights
+            (TorchRL's switch, for ``torch.vmap`` / ``torch.compile``); same outputs,
+            slower.
 
     Example:
         >>> lstm = LSTMModule(input_size=3, hidden_size=8, in_key="obs", out_key="features")
@@ -422,7 +425,7 @@ class LSTMModule(_RecurrentModule):
             lstm,
             default_recurrent_mode,
         )
-        self.python_based = bool(python_based)  # nn.LSTM runs either way (see Args)
+        self.python_based = bool(python_based)
 
     @property
     def lstm(self) -> nn.LSTM:
@@ -452,8 +455,8 @@ class GRUModule(_RecurrentModule):
         device: where to create the parameters.
         gru: an existing ``nn.GRU`` (batch_first=True) instead of the size arguments.
         default_recurrent_mode: the mode outside any ``set_recurrent_mode`` context.
-        python_based: TorchRL's switch to a pure-Python GRU; accepted for compatibility,
-            the outputs are ``nn.GRU``'s either way.
+        python_based: run the GRU step by step in Python on the ``nn.GRU``'s weights
+            (TorchRL's switch); same outputs, slower.
 
     Example:
         >>> gru = GRUModule(input_size=3, hidden_size=8, num_layers=2, in_key="obs", out_key="features")
@@ -500,7 +503,7 @@ class GRUModule(_RecurrentModule):
             gru,
             default_recurrent_mode,
         )
-        self.python_based = bool(python_based)  # nn.GRU runs either way (see Args)
+        self.python_based = bool(python_based)
 
     @property
     def gru(self) -> nn.GRU:
