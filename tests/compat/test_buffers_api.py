@@ -52,12 +52,16 @@ def test_pytree_items_in_tensor_storages(storage, tmp_path):
     rb.add({"obs": torch.zeros(3), "info": {"step": torch.tensor(10)}})
     sample = rb.sample()
     assert isinstance(sample, dict) and sample["obs"].shape == (4, 3)
-    torch.testing.assert_close(sample["obs"], torch.cat([obs, torch.zeros(1, 3)])[sample["info"]["step"]])
+    torch.testing.assert_close(
+        sample["obs"], torch.cat([obs, torch.zeros(1, 3)])[sample["info"]["step"]]
+    )
     assert rb[:]["info"]["step"].tolist() == list(range(11))
     with pytest.raises(TypeError, match="holds dict"):
         rb.extend(TensorDict({"obs": obs}, [10]))
     with pytest.raises(ValueError, match="same first dim"):
-        ReplayBuffer(storage=storage(50, **kwargs)).extend({"a": torch.zeros(3), "b": torch.zeros(4)})
+        ReplayBuffer(storage=storage(50, **kwargs)).extend(
+            {"a": torch.zeros(3), "b": torch.zeros(4)}
+        )
 
 
 def test_tensorclass_items_in_tensor_storages():
@@ -133,11 +137,15 @@ def test_multistep_matches_a_plain_loop():
         [T],
     )
     out = MultiStep(gamma=0.9, n_steps=3)(td)
-    ref_r, ref_obs, ref_k = _multistep_reference(reward.tolist(), done.tolist(), next_obs.tolist(), 0.9, 3)
+    ref_r, ref_obs, ref_k = _multistep_reference(
+        reward.tolist(), done.tolist(), next_obs.tolist(), 0.9, 3
+    )
     torch.testing.assert_close(out["next", "reward"].flatten(), torch.tensor(ref_r))
     assert out["next", "observation"].flatten().tolist() == ref_obs
     assert out["steps_to_next_obs"].flatten().tolist() == ref_k
-    torch.testing.assert_close(out["gamma"].flatten(), 0.9 ** torch.tensor(ref_k, dtype=torch.float))
+    torch.testing.assert_close(
+        out["gamma"].flatten(), 0.9 ** torch.tensor(ref_k, dtype=torch.float)
+    )
     torch.testing.assert_close(out["next", "original_reward"].flatten(), reward)
     # batched [B, T]: each row on its own
     two = MultiStep(0.9, 3)(torch.stack([td, td]))
@@ -155,7 +163,10 @@ def test_multistep_as_collector_postproc():
     env = TransformedEnv(GymEnv("CartPole-v1"), StepCounter())
     env.set_seed(0)
     collector = SyncDataCollector(
-        env, RandomPolicy(env.action_spec), frames_per_batch=40, total_frames=40,
+        env,
+        RandomPolicy(env.action_spec),
+        frames_per_batch=40,
+        total_frames=40,
         postproc=MultiStep(gamma=0.99, n_steps=4),
     )
     data = next(iter(collector))

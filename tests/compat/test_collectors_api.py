@@ -34,7 +34,9 @@ def constant_policy(value: float):
 # -- item 2: lazy layers materialized at construction -----------------------------------
 def test_sync_collector_materializes_a_lazy_policy():
     policy = lazy_policy()
-    collector = SyncDataCollector(GymEnv("Pendulum-v1"), policy, frames_per_batch=10, total_frames=10)
+    collector = SyncDataCollector(
+        GymEnv("Pendulum-v1"), policy, frames_per_batch=10, total_frames=10
+    )
     assert policy.module.weight.shape == (1, 3)  # shaped by one call on a reset
     data = next(iter(collector))
     assert data["action"].shape == (10, 1)
@@ -44,7 +46,9 @@ def test_sync_collector_materializes_a_lazy_policy():
 @pytest.mark.parametrize("cls", [MultiSyncDataCollector, MultiaSyncDataCollector])
 def test_multi_collectors_materialize_a_lazy_policy(cls):
     policy = lazy_policy()
-    collector = cls([lambda: GymEnv("Pendulum-v1")] * 2, policy, frames_per_batch=20, total_frames=20)
+    collector = cls(
+        [lambda: GymEnv("Pendulum-v1")] * 2, policy, frames_per_batch=20, total_frames=20
+    )
     try:
         assert policy.module.weight.shape == (1, 3)
         with torch.no_grad():
@@ -60,7 +64,9 @@ def test_multi_collectors_materialize_a_lazy_policy(cls):
 # -- item 3: multi-collectors take env instances ----------------------------------------
 def test_multi_collector_accepts_env_instances():
     envs = [GymEnv("Pendulum-v1"), GymEnv("Pendulum-v1")]
-    collector = MultiSyncDataCollector(envs, RandomPolicy(envs[0].action_spec), frames_per_batch=20, total_frames=40)
+    collector = MultiSyncDataCollector(
+        envs, RandomPolicy(envs[0].action_spec), frames_per_batch=20, total_frames=40
+    )
     try:
         collector.set_seed(0)
         batches = list(collector)
@@ -68,7 +74,9 @@ def test_multi_collector_accepts_env_instances():
     finally:
         collector.shutdown()
     with pytest.warns(UserWarning, match="same env instance"):
-        same = MultiSyncDataCollector([envs[0], envs[0]], None, frames_per_batch=20, total_frames=20)
+        same = MultiSyncDataCollector(
+            [envs[0], envs[0]], None, frames_per_batch=20, total_frames=20
+        )
     same.shutdown()
 
 
@@ -90,7 +98,9 @@ def test_collector_notices_an_overshoot_after_the_first_step():
         calls["n"] += 1
         return td.set("action", torch.full((1,), 0.0 if calls["n"] <= 13 else -3.0))
 
-    collector = SyncDataCollector(GymEnv("Pendulum-v1"), policy, frames_per_batch=10, total_frames=20)
+    collector = SyncDataCollector(
+        GymEnv("Pendulum-v1"), policy, frames_per_batch=10, total_frames=20
+    )
     with pytest.warns(ActionBoundsWarning, match="min -3"):
         list(collector)  # the second batch's check (one comparison per batch) notices it
     collector.shutdown()
@@ -103,7 +113,9 @@ def test_collector_notices_an_overshoot_after_the_first_step():
     strict.shutdown()
     with warnings.catch_warnings():  # in-bounds policies: no warning at all
         warnings.simplefilter("error", ActionBoundsWarning)
-        ok = SyncDataCollector(GymEnv("Pendulum-v1"), constant_policy(1.0), frames_per_batch=10, total_frames=10)
+        ok = SyncDataCollector(
+            GymEnv("Pendulum-v1"), constant_policy(1.0), frames_per_batch=10, total_frames=10
+        )
         next(iter(ok))
         ok.shutdown()
 

@@ -44,7 +44,9 @@ class DoneOnlyEnv(EnvBase):
     def _step(self, tensordict):
         self.t += 1
         done = torch.tensor([self.t >= 3])
-        return TensorDict(observation=torch.full((1,), float(self.t)), reward=torch.ones(1), done=done)
+        return TensorDict(
+            observation=torch.full((1,), float(self.t)), reward=torch.ones(1), done=done
+        )
 
     def _set_seed(self, seed):
         pass

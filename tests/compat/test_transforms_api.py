@@ -48,10 +48,14 @@ def test_apply_to_composite_custom_transform():
 def test_squeeze_unsqueeze_dim_aliases_equal_canonical():
     base = lambda: GymEnv("Pendulum-v1")  # noqa: E731
     for alias, canonical in [
-        (UnsqueezeTransform(unsqueeze_dim=-1, in_keys=["observation"]),
-         UnsqueezeTransform(dim=-1, in_keys=["observation"])),
-        (UnsqueezeTransform(unsqueeze_dim=-2, in_keys=["observation"]),
-         UnsqueezeTransform(-2, in_keys=["observation"])),
+        (
+            UnsqueezeTransform(unsqueeze_dim=-1, in_keys=["observation"]),
+            UnsqueezeTransform(dim=-1, in_keys=["observation"]),
+        ),
+        (
+            UnsqueezeTransform(unsqueeze_dim=-2, in_keys=["observation"]),
+            UnsqueezeTransform(-2, in_keys=["observation"]),
+        ),
     ]:
         a, c = TransformedEnv(base(), alias), TransformedEnv(base(), canonical)
         assert a.observation_spec == c.observation_spec and alias.dim == canonical.dim
@@ -59,7 +63,10 @@ def test_squeeze_unsqueeze_dim_aliases_equal_canonical():
         torch.testing.assert_close(a.reset()["observation"], c.reset()["observation"])
     td = TensorDict({"x": torch.zeros(3, 1)}, [])
     assert SqueezeTransform(squeeze_dim=-1, in_keys=["x"])(td.clone())["x"].shape == (3,)
-    assert SqueezeTransform(squeeze_dim=-1, in_keys=["x"]).dim == SqueezeTransform(-1, in_keys=["x"]).dim
+    assert (
+        SqueezeTransform(squeeze_dim=-1, in_keys=["x"]).dim
+        == SqueezeTransform(-1, in_keys=["x"]).dim
+    )
     with pytest.raises(TypeError, match="not both"):
         UnsqueezeTransform(-1, in_keys=["x"], unsqueeze_dim=-1)
     with pytest.raises(TypeError, match="missing the dim"):

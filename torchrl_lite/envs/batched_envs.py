@@ -328,7 +328,10 @@ class ParallelEnv(_BatchedEnv):
         )
 
     def __new__(cls, *args, **kwargs):
-        if kwargs.get("serial_for_single") and (args[0] if args else kwargs.get("num_workers")) == 1:
+        if (
+            kwargs.get("serial_for_single")
+            and (args[0] if args else kwargs.get("num_workers")) == 1
+        ):
             bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs).arguments
             names = inspect.signature(SerialEnv.__init__).parameters
             return SerialEnv(**{k: v for k, v in bound.items() if k in names and k != "self"})

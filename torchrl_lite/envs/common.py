@@ -74,9 +74,7 @@ class EnvBase:
     # -- construction and specs ------------------------------------------------------
     def __init__(self, *, device=None, batch_size=None, spec_check: str = "first"):
         if spec_check not in _SPEC_CHECKS:
-            raise ValueError(
-                f"spec_check must be one of {list(_SPEC_CHECKS)}, got {spec_check!r}"
-            )
+            raise ValueError(f"spec_check must be one of {list(_SPEC_CHECKS)}, got {spec_check!r}")
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.batch_size = _size(batch_size)
         self.spec_check = spec_check
