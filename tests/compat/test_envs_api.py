@@ -282,3 +282,16 @@ def test_rollout_keeps_gradients_when_the_first_step_has_none():
     assert data["next", "observation"].requires_grad
     data["next", "reward"].sum().backward()
     assert policy.module.bias.grad is not None and policy.module.bias.grad.abs() > 0
+
+
+def test_a_copied_custom_env_steps_itself():
+    import copy
+    import pickle
+
+    env = DoneOnlyEnv()
+    env.rollout(2)  # its _step is now wrapped to fill the flags
+    for clone in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
+        env.reset()
+        data = clone.rollout(3)
+        assert clone.t == 3 and env.t == 0  # the copy's own state moved, not the original's
+        assert data["next", "terminated"][-1].item()

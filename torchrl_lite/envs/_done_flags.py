@@ -34,6 +34,9 @@ class _StepProbe:
         # the cycle collector (a dropped ParallelEnv stops its workers at once)
         self.env, self.after = weakref.ref(env), None
 
+    def __reduce__(self):  # a copy of the env (deepcopy, pickle) gets its own probe
+        return _StepProbe, (self.env(),)
+
     def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
         if self.after is not None:  # a caller kept a reference to the probe (a collector batch)
             return self.after(tensordict)
@@ -62,6 +65,9 @@ class _ClassStep:
     def __init__(self, env):
         self.env = weakref.ref(env)
 
+    def __reduce__(self):
+        return _ClassStep, (self.env(),)
+
     def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
         env = self.env()
         return type(env)._step(env, tensordict)
@@ -75,6 +81,9 @@ class _FlagFiller:
 
     def __init__(self, env, missing: tuple):
         self.env, self.step, self.missing = weakref.ref(env), type(env)._step, missing
+
+    def __reduce__(self):
+        return _FlagFiller, (self.env(), self.missing)
 
     def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
         return self.fill(self.step(self.env(), tensordict))
