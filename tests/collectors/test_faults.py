@@ -20,7 +20,7 @@ from torchrl_lite.collectors import (
     MultiSyncDataCollector,
     SyncDataCollector,
 )
-from torchrl_lite.envs import SerialEnv
+from torchrl_lite.envs import GymEnv, SerialEnv
 
 MULTI = [MultiSyncDataCollector, MultiaSyncDataCollector]
 
@@ -84,7 +84,9 @@ def test_sync_policy_that_writes_a_bad_action(value, match):
         with torch.no_grad():
             policy.module.weight.zero_()
             policy.module.bias.fill_(value)
-    collector = SyncDataCollector(make_pendulum(), policy, frames_per_batch=10)
+    # a float overshoot warns by default (tests/compat); spec_check="strict" raises
+    env = GymEnv("Pendulum-v1", spec_check="strict")
+    collector = SyncDataCollector(env, policy, frames_per_batch=10)
     with pytest.raises(ValueError, match=match) as info:
         collector.next()
     assert "policy output keys: ['action']" in str(info.value)
@@ -115,8 +117,10 @@ def test_env_arguments():
         SyncDataCollector(lambda: 3, None, frames_per_batch=10)
     with pytest.raises(ValueError, match="env_device=meta"):
         SyncDataCollector(make_pendulum(), None, frames_per_batch=10, env_device="meta")
-    with pytest.raises(TypeError, match="not a live env"):
-        MultiSyncDataCollector([make_pendulum()], None, frames_per_batch=10)
+    closed = make_pendulum()  # env instances are accepted (TorchRL), closed ones are not
+    closed.close()
+    with pytest.raises(ValueError, match="is closed"):
+        MultiSyncDataCollector([closed], None, frames_per_batch=10)
     with pytest.raises(ValueError, match="num_workers"):
         MultiSyncDataCollector(make_pendulum, None, frames_per_batch=10)
 

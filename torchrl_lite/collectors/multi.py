@@ -109,7 +109,9 @@ def _factories(owner: str, create_env_fn, num_workers, create_env_kwargs) -> lis
     for fn, kw in zip(fns, kwargs):
         if isinstance(fn, EnvBase):
             if kw:
-                raise ValueError(f"{owner}: create_env_kwargs needs constructors, not env instances")
+                raise ValueError(
+                    f"{owner}: create_env_kwargs needs constructors, not env instances"
+                )
             fn = functools.partial(_given_env, fn)  # each worker gets its copy of it
         factories.append(functools.partial(fn, **kw) if kw else fn)
     return factories

@@ -120,7 +120,9 @@ def _nested(td: TensorDictBase, n_steps: int, lengths: torch.Tensor, layout) -> 
     """The trajectories as nested tensors: ``[n_traj]`` batch, leaves ``[n_traj, (len), ...]``."""
     layout = torch.strided if layout is True else layout
     if not isinstance(layout, torch.layout):
-        raise TypeError(f"split_trajectories: as_nested must be a bool or a torch.layout, got {layout!r}")
+        raise TypeError(
+            f"split_trajectories: as_nested must be a bool or a torch.layout, got {layout!r}"
+        )
     splits = lengths.tolist()
     out = TensorDict(batch_size=[len(splits)], device=td.device)
     for key, value in td.items(True, True):

@@ -19,10 +19,10 @@ from torchrl_lite.envs.transforms import *  # noqa: F403
 from torchrl_lite.envs.transforms import __all__ as _transforms_all
 from torchrl_lite.envs.utils import (
     ExplorationType,
+    RandomPolicy,
     check_env_specs,
     exploration_type,
     set_exploration_type,
-    RandomPolicy,
     step_mdp,
 )
 

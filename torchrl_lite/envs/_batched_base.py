@@ -7,7 +7,6 @@ import torch
 from torchrl_lite.envs import _batched_utils as U
 from torchrl_lite.envs.common import EnvBase
 
-
 _RESTARTS = ("reset", "roll out")  # the calls that start a closed batched env again
 
 

@@ -34,6 +34,7 @@ from torchrl_lite import _keys as K
 from torchrl_lite._mp import death_message, start_method
 from torchrl_lite.envs import _batched_utils as U
 from torchrl_lite.envs import _batched_worker as W
+from torchrl_lite.envs._batched_attr import worker_attr
 from torchrl_lite.envs._batched_base import _BatchedEnv
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.libs.gym import _GymGroup
@@ -328,7 +329,10 @@ class ParallelEnv(_BatchedEnv):
         )
 
     def __new__(cls, *args, **kwargs):
-        if kwargs.get("serial_for_single") and (args[0] if args else kwargs.get("num_workers")) == 1:
+        if (
+            kwargs.get("serial_for_single")
+            and (args[0] if args else kwargs.get("num_workers")) == 1
+        ):
             bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs).arguments
             names = inspect.signature(SerialEnv.__init__).parameters
             return SerialEnv(**{k: v for k, v in bound.items() if k in names and k != "self"})
@@ -340,27 +344,7 @@ class ParallelEnv(_BatchedEnv):
         self._fuse_reset = self._reset_ready = False
 
     def _worker_attr(self, name: str):
-        replies = self._attr_replies((name, None), f"reading {name!r}")
-        if all(kind == "method" for kind, _ in replies):
-            return functools.partial(self._call_workers, name)
-        return [value for _, value in replies]
-
-    def _call_workers(self, name: str, *args, **kwargs) -> list:
-        return [value for _, value in self._attr_replies((name, (args, kwargs)), f"{name}()")]
-
-    def _attr_replies(self, request: tuple, what: str) -> list:
-        """``(kind, value)`` per copy, in order; a failure in a worker raises here (an
-        AttributeError as such) and leaves the workers running."""
-        replies = self._command(W.ATTR + pickle.dumps(request), self._all, what)
-        out = [item for w in self._all for item in replies[w]]
-        for kind, value in out:
-            if kind == "error":
-                error = AttributeError if value["type"] == "AttributeError" else RuntimeError
-                raise error(
-                    f"ParallelEnv: {what} on the copies raised {value['type']}: "
-                    f"{value['message']}\n\nWorker traceback:\n{value['traceback']}"
-                )
-        return out
+        return worker_attr(self, name)
 
     # -- life cycle ----------------------------------------------------------------------
     def _start(self, factories: list) -> list[U.EnvInfo]:

@@ -18,8 +18,6 @@ Everything else (``reset``, ``step``, ``step_and_maybe_reset``, ``rollout``, spe
 
 from __future__ import annotations
 
-import weakref
-
 import torch
 from tensordict import TensorDict, TensorDictBase
 
@@ -27,6 +25,7 @@ from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Categorical, Composite, TensorSpec, Unbounded, _size
 from torchrl_lite.envs._action_bounds import check_action_value, check_batch_bounds
+from torchrl_lite.envs._done_flags import _StepProbe
 from torchrl_lite.envs._rollout import _RolloutRecorder
 from torchrl_lite.envs._step_checks import check_step_output
 from torchrl_lite.envs.utils import step_mdp
@@ -75,9 +74,7 @@ class EnvBase:
     # -- construction and specs ------------------------------------------------------
     def __init__(self, *, device=None, batch_size=None, spec_check: str = "first"):
         if spec_check not in _SPEC_CHECKS:
-            raise ValueError(
-                f"spec_check must be one of {list(_SPEC_CHECKS)}, got {spec_check!r}"
-            )
+            raise ValueError(f"spec_check must be one of {list(_SPEC_CHECKS)}, got {spec_check!r}")
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.batch_size = _size(batch_size)
         self.spec_check = spec_check
@@ -499,84 +496,6 @@ class EnvBase:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(batch_size={list(self.batch_size)}, device={self.device})"
-
-
-class _StepProbe:
-    """An env's ``_step`` until its first call: an instance attribute shadowing the
-    class's method. It runs the real ``_step`` and looks at the result once: when done
-    flags the done spec declares are missing, it fills them and leaves a ``_FlagFiller``
-    in its place; otherwise it removes itself (no cost on later steps). Everything that
-    steps an env (``step``, ``rollout``, batched envs, collectors) calls ``env._step``."""
-
-    __slots__ = ("env", "after")
-
-    def __init__(self, env: EnvBase):
-        # a weak reference: the env holds the probe, and must stay collectable without
-        # the cycle collector (a dropped ParallelEnv stops its workers at once)
-        self.env, self.after = weakref.ref(env), None
-
-    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
-        if self.after is not None:  # a caller kept a reference to the probe (a collector batch)
-            return self.after(tensordict)
-        env = self.env()
-        out = type(env)._step(env, tensordict)
-        declared = {k for k in env.full_done_spec.keys() if isinstance(k, str)}
-        missing = tuple(k for k in K.DONE_KEYS if k in declared and out.get(k, None) is None)
-        if missing:
-            self.after = filler = _FlagFiller(env, missing)
-            out = filler.fill(out)
-        else:
-            self.after = _ClassStep(env)
-        if env.__dict__.get("_step") is self:
-            if missing:
-                env.__dict__["_step"] = self.after
-            else:
-                del env.__dict__["_step"]
-        return out
-
-
-class _ClassStep:
-    """The class's ``_step`` of an env, held weakly (for callers that kept the probe)."""
-
-    __slots__ = ("env",)
-
-    def __init__(self, env: EnvBase):
-        self.env = weakref.ref(env)
-
-    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
-        env = self.env()
-        return type(env)._step(env, tensordict)
-
-
-class _FlagFiller:
-    """``_step`` plus the done flags it leaves out (``terminated = done``,
-    ``truncated = False``, or ``done = terminated | truncated``)."""
-
-    __slots__ = ("env", "step", "missing")
-
-    def __init__(self, env: EnvBase, missing: tuple):
-        self.env, self.step, self.missing = weakref.ref(env), type(env)._step, missing
-
-    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
-        return self.fill(self.step(self.env(), tensordict))
-
-    def fill(self, out: TensorDictBase) -> TensorDictBase:
-        missing = self.missing
-        if K.DONE in missing:
-            term, trunc = out.get(K.TERMINATED, None), out.get(K.TRUNCATED, None)
-            if term is None and trunc is None:
-                raise KeyError(
-                    "_step returned none of 'done', 'terminated', 'truncated'; it must write "
-                    f"at least 'done'. Returned keys: {list(out.keys(True, True))}"
-                )
-            done = term if trunc is None else (trunc if term is None else term | trunc)
-            out.set(K.DONE, done.clone())
-        done = out.get(K.DONE)
-        if K.TERMINATED in missing:
-            out.set(K.TERMINATED, done.clone())
-        if K.TRUNCATED in missing:
-            out.set(K.TRUNCATED, torch.zeros_like(done))
-        return out
 
 
 def _unbatched(spec, batch_size: torch.Size):

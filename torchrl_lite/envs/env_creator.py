@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import warnings
 
-from tensordict import TensorDictBase
-
 from torchrl_lite.envs.common import EnvBase
 
 __all__ = ["EnvCreator"]
@@ -44,9 +42,7 @@ class EnvCreator:
 
     def __init__(self, create_env_fn, create_env_kwargs: dict | None = None, share_memory=True):
         if not callable(create_env_fn):
-            raise TypeError(
-                f"EnvCreator needs a callable returning an env, got {create_env_fn!r}"
-            )
+            raise TypeError(f"EnvCreator needs a callable returning an env, got {create_env_fn!r}")
         self.create_env_fn = create_env_fn
         self.create_env_kwargs = dict(create_env_kwargs or {})
         env = self._build(self.create_env_kwargs)
@@ -126,4 +122,3 @@ def _transforms(env: EnvBase):
         for i, transform in enumerate(env.transform.transforms):
             yield f"{'base.' * depth}transforms.{i}", transform
         env, depth = env.base_env, depth + 1
-

@@ -139,8 +139,7 @@ def check_env_specs(
     if skipped:
         raise ValueError(
             "check_env_specs: transforms are skipped because none of their keys is in the "
-            "env they transform: "
-            + "; ".join(reason for _, reason in skipped)
+            "env they transform: " + "; ".join(reason for _, reason in skipped)
         )
     if seed is not None:
         env.set_seed(seed)

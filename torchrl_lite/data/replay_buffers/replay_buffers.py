@@ -25,13 +25,13 @@ from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite._atomic import find_complete, is_json_dump, read_json, write_folder, write_synced
 from torchrl_lite._utils import missing_key_message
+from torchrl_lite.data.replay_buffers._items import ItemCodec
 from torchrl_lite.data.replay_buffers.samplers import (
     PrioritizedSampler,
     RandomSampler,
     check_batch_size,
     reduce_priority,
 )
-from torchrl_lite.data.replay_buffers._items import ItemCodec
 from torchrl_lite.data.replay_buffers.storages import ListStorage, identity_collate
 from torchrl_lite.data.replay_buffers.tensor_storage import TensorStorage
 from torchrl_lite.data.replay_buffers.writers import RoundRobinWriter, TensorDictRoundRobinWriter

@@ -157,7 +157,8 @@ def require_keys(transform, keys, available, what: str = "in_keys") -> None:
     present = {_as_tuple(k) for k in available}
     for key in keys:
         if _as_tuple(key) not in present:
-            raise AbsentKeyError(what,
+            raise AbsentKeyError(
+                what,
                 f"{type(transform).__name__}: {what} entry {key!r} is not in the specs of the "
-                f"env it transforms. " + missing_key_message(key, available)
+                f"env it transforms. " + missing_key_message(key, available),
             )

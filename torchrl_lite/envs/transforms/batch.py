@@ -141,7 +141,9 @@ class RandomCropTensorDict(Transform):
     def __init__(self, sub_seq_len: int, sample_dim: int = -1, mask_key=None):
         super().__init__()
         if isinstance(sub_seq_len, bool) or not isinstance(sub_seq_len, int) or sub_seq_len < 1:
-            raise ValueError(f"RandomCropTensorDict: sub_seq_len must be an int >= 1, got {sub_seq_len!r}")
+            raise ValueError(
+                f"RandomCropTensorDict: sub_seq_len must be an int >= 1, got {sub_seq_len!r}"
+            )
         if not isinstance(sample_dim, int) or sample_dim >= 0:
             raise ValueError(
                 f"RandomCropTensorDict: sample_dim must be a negative int, got {sample_dim!r}"
