@@ -14,8 +14,9 @@ definitions that make it run, each marked ``# completion``):
 3. ``actor_factory``: the actor of the page's evaluation snippet (an ``OnPolicyActor``
    with ``MLP`` feature extractors), built from the VecEnv's spaces.
 4. A last ``learner.save_model()`` after the loop (the seed saves every 100 iterations
-   only, so its last 99 would otherwise be lost), and command-line overrides for a short
-   run; every default is the seed's value.
+   only, so its last 99 would otherwise be lost), a full checkpoint next to each save
+   with ``--resume`` to continue a run, and command-line overrides for a short run;
+   every default is the seed's value.
 
 Run: ``python examples/seed_000_train.py`` (the seed's 1M steps), or for a smoke run
 ``python examples/seed_000_train.py --target-steps 4000 --log-dir /tmp/seed000``. Then
@@ -30,6 +31,7 @@ parser.add_argument("--log-dir", default="/tmp/train_example")
 parser.add_argument("--col-remote-workers", type=int, default=1)
 parser.add_argument("--col-communication", default="synchronous")
 parser.add_argument("--no-ray-init", action="store_true", help="skip ray.init() (1/1 needs no Ray)")
+parser.add_argument("--resume", action="store_true", help="continue from log_dir/checkpoint")
 args = parser.parse_args()  # completion 4
 
 if __name__ == "__main__":
@@ -102,6 +104,12 @@ if __name__ == "__main__":
     # 6. Define learner
     learner = Learner(scheme, target_steps=args.target_steps, log_dir=args.log_dir)
 
+    if args.resume:  # completion 4
+        import os
+
+        if os.path.isdir(os.path.join(args.log_dir, "checkpoint")):
+            learner.load_checkpoint()
+
     # 7. Define train loop
     iterations = 0
     while not learner.done():
@@ -110,6 +118,8 @@ if __name__ == "__main__":
             learner.print_info()
         if iterations % 100 == 0:
             save_name = learner.save_model()
+            learner.save_checkpoint()  # completion 4
         iterations += 1
     save_name = learner.save_model()  # completion 4
+    learner.save_checkpoint()
     print(f"model saved to {save_name}", flush=True)
