@@ -8,3 +8,7 @@ index_grad_worker)``, ``actor = actor_factory(device)``, ``algo = algo_factory(d
 actor)``, ``storage = storage_factory(device, actor, algo)``; ``torchrl_lite.scheme``
 runs them.
 """
+
+from torchrl_lite.agent.recipes import factories_from_recipe
+
+__all__ = ["factories_from_recipe"]

@@ -117,3 +117,18 @@ def check_recurrent(recurrent_nets) -> None:
             "collection runs stateless policies. Use recurrent_nets=False (the default), or a "
             "GRUModule policy in a TensorDict loop (torchrl_lite.modules.GRUModule)."
         )
+
+
+class ActorFactory:
+    """``factory(device) -> actor`` (picklable: the Scheme sends it to its workers)."""
+
+    def __init__(self, cls, restart_model, **kwargs):
+        self.cls, self.restart_model, self.kwargs = cls, restart_model, kwargs
+        if restart_model is not None:  # fail here, not in a remote worker
+            load_restart_model(cls(**kwargs), restart_model)
+
+    def __call__(self, device="cpu"):
+        actor = self.cls(**self.kwargs)
+        if self.restart_model is not None:
+            load_restart_model(actor, self.restart_model)
+        return actor.to(torch.device(device))

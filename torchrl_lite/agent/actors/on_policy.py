@@ -11,8 +11,8 @@ from torch import nn
 
 from torchrl_lite import _keys as K
 from torchrl_lite.agent.actors._common import (
+    ActorFactory,
     check_recurrent,
-    load_restart_model,
     policy_action,
 )
 from torchrl_lite.agent.actors.feature_extractors import MLP
@@ -91,8 +91,8 @@ class OnPolicyActor(nn.Module):
         if isinstance(action_space, gymnasium.spaces.Box):
             act_dim = int(action_space.shape[-1])
             net = _network(policy_features, act_dim, StateIndependentScale(act_dim))
-            low = torch.as_tensor(action_space.low, dtype=torch.float32)
-            high = torch.as_tensor(action_space.high, dtype=torch.float32)
+            low = torch.tensor(action_space.low, dtype=torch.float32)
+            high = torch.tensor(action_space.high, dtype=torch.float32)
             policy = ProbabilisticActor(
                 TensorDictModule(net, in_keys=in_keys, out_keys=["loc", "scale"]),
                 in_keys=["loc", "scale"],
@@ -129,7 +129,7 @@ class OnPolicyActor(nn.Module):
         """``actor_factory(device) -> OnPolicyActor``; with ``restart_model``, the weights
         saved there (by ``Learner.save_model()``) are loaded."""
         check_recurrent(recurrent_nets)
-        return _ActorFactory(
+        return ActorFactory(
             cls, restart_model, obs_space=obs_space, action_space=action_space,
             feature_extractor_network=feature_extractor_network,
             feature_extractor_kwargs=feature_extractor_kwargs,
@@ -157,18 +157,3 @@ class OnPolicyActor(nn.Module):
         entries = obs if isinstance(obs, dict) else {self.in_keys[0]: obs}
         batch = next(iter(entries.values())).shape[:1]
         return self.value(TensorDict(dict(entries), batch_size=batch)).get(K.STATE_VALUE)
-
-
-class _ActorFactory:
-    """``factory(device) -> actor`` (picklable: the Scheme sends it to its workers)."""
-
-    def __init__(self, cls, restart_model, **kwargs):
-        self.cls, self.restart_model, self.kwargs = cls, restart_model, kwargs
-        if restart_model is not None:  # fail here, not in a remote worker
-            load_restart_model(cls(**kwargs), restart_model)
-
-    def __call__(self, device="cpu"):
-        actor = self.cls(**self.kwargs)
-        if self.restart_model is not None:
-            load_restart_model(actor, self.restart_model)
-        return actor.to(torch.device(device))

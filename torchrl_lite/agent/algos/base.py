@@ -14,7 +14,7 @@ import difflib
 import torch
 from tensordict import TensorDictBase
 
-__all__ = ["AlgoFactory", "Algorithm"]
+__all__ = ["Algorithm"]
 
 
 class Algorithm:
@@ -65,7 +65,7 @@ class Algorithm:
         for p in params:
             p.grad = None
         losses = self.loss_module(batch)
-        total = sum(v for k, v in losses.items() if k.startswith("loss_"))
+        total = sum(v for k, v in losses.items() if k == "loss" or k.startswith("loss_"))
         total.backward()
         grads = [None if p.grad is None else p.grad.detach().clone() for p in params]
         info = {k: float(v.detach()) for k, v in losses.items() if v.numel() == 1}
@@ -151,13 +151,3 @@ class Algorithm:
             buffer.fill_(float(value))
 
         return setter
-
-
-class AlgoFactory:
-    """``factory(device, actor) -> algorithm`` (picklable, for the Scheme's workers)."""
-
-    def __init__(self, cls, kwargs: dict):
-        self.cls, self.kwargs = cls, kwargs
-
-    def __call__(self, device, actor):
-        return self.cls(device, actor, **self.kwargs)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from torchrl_lite.agent.algos.base import AlgoFactory, Algorithm
+from torchrl_lite.agent._factory import Factory
+from torchrl_lite.agent.algos.base import Algorithm
 from torchrl_lite.objectives import A2CLoss, ClipPPOLoss
 from torchrl_lite.recipes import a2c as a2c_recipe
 from torchrl_lite.recipes import ppo as ppo_recipe
@@ -113,7 +114,7 @@ class PPO(_OnPolicy):
         if num_mini_batch is None and mini_batch_size is None:
             mini_batch_size = _PPO.mini_batch_size
         _check_batches("PPO", num_mini_batch, mini_batch_size)
-        return AlgoFactory(cls, dict(
+        return Factory(cls, dict(
             lr=lr, num_epochs=num_epochs, clip_param=clip_param, entropy_coef=entropy_coef,
             value_loss_coef=value_loss_coef, max_grad_norm=max_grad_norm,
             num_mini_batch=num_mini_batch, mini_batch_size=mini_batch_size,
@@ -145,7 +146,9 @@ class A2C(_OnPolicy):
 
     def __init__(self, device, actor, lr=_A2C.lr, num_epochs=1, entropy_coef=_A2C.entropy_coef,
                  value_loss_coef=_A2C.critic_coef, max_grad_norm=_A2C.max_grad_norm,
-                 num_mini_batch=1, mini_batch_size=None, gamma=_A2C.gamma):  # fmt: skip
+                 num_mini_batch=1, mini_batch_size=None, gamma=_A2C.gamma,
+                 lr_decay_updates=None):  # fmt: skip
+        self.lr, self.lr_decay_updates = float(lr), lr_decay_updates
         super().__init__(device, actor, lr=lr, num_epochs=num_epochs,
                          num_mini_batch=num_mini_batch, mini_batch_size=mini_batch_size,
                          max_grad_norm=max_grad_norm, gamma=gamma)  # fmt: skip
@@ -162,13 +165,21 @@ class A2C(_OnPolicy):
     @classmethod
     def create_factory(cls, lr=_A2C.lr, num_epochs=1, entropy_coef=_A2C.entropy_coef,
                        value_loss_coef=_A2C.critic_coef, max_grad_norm=_A2C.max_grad_norm,
-                       num_mini_batch=1, mini_batch_size=None, gamma=_A2C.gamma):  # fmt: skip
-        """``algo_factory(device, actor) -> A2C``."""
+                       num_mini_batch=1, mini_batch_size=None, gamma=_A2C.gamma,
+                       lr_decay_updates=None):  # fmt: skip
+        """``algo_factory(device, actor) -> A2C``; with ``lr_decay_updates`` the step size
+        decays linearly to zero over that many updates (the recipe's ``lr_decay``)."""
         if mini_batch_size is not None:
             num_mini_batch = None
         _check_batches("A2C", num_mini_batch, mini_batch_size)
-        return AlgoFactory(cls, dict(
+        return Factory(cls, dict(
             lr=lr, num_epochs=num_epochs, entropy_coef=entropy_coef,
             value_loss_coef=value_loss_coef, max_grad_norm=max_grad_norm,
             num_mini_batch=num_mini_batch, mini_batch_size=mini_batch_size, gamma=gamma,
+            lr_decay_updates=lr_decay_updates,
         ))  # fmt: skip
+
+    def _update_targets(self) -> None:  # after each optimizer step: the decayed step size
+        if self.lr_decay_updates:
+            done = (self.num_gradient_updates + 1) / self.lr_decay_updates
+            self._set_lr(self.lr * max(0.0, 1.0 - done))

@@ -5,5 +5,13 @@ from torchrl_lite.agent.storages.on_policy import (
     OnPolicyGAEBuffer,
     VanillaOnPolicyBuffer,
 )
+from torchrl_lite.agent.storages.replay import NStepReplayBuffer, PERBuffer, ReplayBuffer
 
-__all__ = ["GAEBuffer", "OnPolicyGAEBuffer", "VanillaOnPolicyBuffer"]
+__all__ = [
+    "GAEBuffer",
+    "NStepReplayBuffer",
+    "OnPolicyGAEBuffer",
+    "PERBuffer",
+    "ReplayBuffer",
+    "VanillaOnPolicyBuffer",
+]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
+from torchrl_lite.agent._factory import Factory
 from torchrl_lite.objectives.value import GAE, TD1Estimator
 from torchrl_lite.recipes import ppo as ppo_recipe
 
@@ -90,7 +91,7 @@ class _OnPolicyBuffer:
 
     @classmethod
     def _factory(cls, **kwargs):
-        return _StorageFactory(cls, kwargs)
+        return Factory(cls, kwargs)
 
 
 class GAEBuffer(_OnPolicyBuffer):
@@ -109,20 +110,24 @@ class GAEBuffer(_OnPolicyBuffer):
     """
 
     def __init__(self, device, actor, algo, size: int = 2048, gae_lambda: float = ppo_recipe.Config().lmbda,
-                 recompute_each_epoch: bool = True):  # fmt: skip
+                 recompute_each_epoch: bool = True, normalize_advantage: bool = False):  # fmt: skip
         self.gae_lambda = float(gae_lambda)
+        self.normalize_advantage = bool(normalize_advantage)
         super().__init__(device, actor, algo, size, recompute_each_epoch)
 
     def _make_estimator(self, actor, algo):
-        return GAE(gamma=algo.gamma, lmbda=self.gae_lambda, value_network=actor.value)
+        return GAE(gamma=algo.gamma, lmbda=self.gae_lambda, value_network=actor.value,
+                   average_gae=self.normalize_advantage)  # fmt: skip
 
     @classmethod
     def create_factory(cls, size: int = 2048, gae_lambda: float = ppo_recipe.Config().lmbda,
-                       recompute_each_epoch: bool = True):  # fmt: skip
+                       recompute_each_epoch: bool = True, normalize_advantage: bool = False):  # fmt: skip
         """``storage_factory(device, actor, algo) -> GAEBuffer``; ``size``: env steps per env
-        a collection worker gathers per round."""
+        a collection worker gathers per round; ``normalize_advantage``: standardise the
+        advantages over the round (A2C's recipe; PPO's loss does it per minibatch)."""
         return cls._factory(size=size, gae_lambda=gae_lambda,
-                            recompute_each_epoch=recompute_each_epoch)  # fmt: skip
+                            recompute_each_epoch=recompute_each_epoch,
+                            normalize_advantage=normalize_advantage)  # fmt: skip
 
 
 OnPolicyGAEBuffer = GAEBuffer
@@ -148,13 +153,3 @@ class VanillaOnPolicyBuffer(_OnPolicyBuffer):
     def create_factory(cls, size: int = 2048):
         """``storage_factory(device, actor, algo) -> VanillaOnPolicyBuffer``."""
         return cls._factory(size=size)
-
-
-class _StorageFactory:
-    """``factory(device, actor, algo) -> storage`` (picklable, for the Scheme's workers)."""
-
-    def __init__(self, cls, kwargs: dict):
-        self.cls, self.kwargs = cls, kwargs
-
-    def __call__(self, device, actor, algo):
-        return self.cls(device, actor, algo, **self.kwargs)
