@@ -3,7 +3,18 @@
 Subpackages mirror TorchRL's import paths: ``torchrl_lite.data``, ``torchrl_lite.envs``,
 ``torchrl_lite.modules``, ``torchrl_lite.objectives``, ``torchrl_lite.collectors``,
 ``torchrl_lite.trainers``, ``torchrl_lite.record``. Heavy optional libraries (gymnasium,
-dm_control, ray, loggers, plotting) are imported where they are used.
+dm_control, ray, loggers, plotting) are imported where they are used. Seed 000's
+``Learner`` (``from torchrl_lite import Learner``) drives a ``torchrl_lite.scheme.Scheme``.
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["Learner"]
+
+
+def __getattr__(name):  # Learner on first use: `import torchrl_lite` stays light
+    if name == "Learner":
+        from torchrl_lite.learner import Learner
+
+        return Learner
+    raise AttributeError(f"module 'torchrl_lite' has no attribute {name!r}")

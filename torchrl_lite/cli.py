@@ -2,6 +2,8 @@
 
     torchrl-lite train ALGO --env ID [--frames N] [--seed S] [--logger csv|tensorboard|wandb]
                        [--out DIR] [--resume DIR] [key=value ...]
+                       [--col-workers N] [--grad-workers M] [--async-col] [--async-grad]
+                       [--address auto]   (Scheme + Learner, seed 000's architecture)
     torchrl-lite eval DIR [--episodes N] [--video out.mp4]
     torchrl-lite dataset DIR OUT.hdf5 [--frames N] [--noise X] [--seed S]
     torchrl-lite bench
@@ -84,6 +86,10 @@ def _trained_policy(folder: str):
 
     run = Path(folder)
     recipe, cfg = _load_run(run)
+    if "scheme" in json.loads(_config_path(run).read_text()):  # trained by Scheme + Learner
+        from torchrl_lite.scheme.run import scheme_policy
+
+        return recipe, cfg, scheme_policy(run, recipe, cfg)
     state, _ = load_checkpoint(run / "checkpoint")
     trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
     trainer.loss_module.load_state_dict(state["loss_module"])  # the policy's weights
@@ -93,6 +99,15 @@ def _trained_policy(folder: str):
 
 def _from_json(value):
     return tuple(value) if isinstance(value, list) else value
+
+
+def _scheme_options(args, out: Path) -> dict | None:
+    """The Scheme options of the flags (or of the resumed run's config.json)."""
+    from torchrl_lite.scheme.run import scheme_options
+
+    if args.resume:
+        return json.loads(_config_path(out).read_text()).get("scheme")
+    return scheme_options(args)
 
 
 def train(args) -> dict:
@@ -116,6 +131,14 @@ def train(args) -> dict:
     if getattr(cfg, "dataset", None):  # offline: saved absolute, so eval/resume work anywhere
         cfg = dataclasses.replace(cfg, dataset=str(Path(cfg.dataset).resolve()))
     target = cfg.target if cfg.target is not None else recipe.TARGETS.get(cfg.env)
+    scheme = _scheme_options(args, out)
+    if scheme is not None:  # distributed: Scheme + Learner, the same run folder
+        from torchrl_lite.scheme.run import train_with_scheme
+
+        logger = None if args.logger == "none" else args.logger
+        return train_with_scheme(
+            recipe, cfg, out, scheme, bool(args.resume), logger, args.quiet, target
+        )
 
     # everything is built (and every input checked) before the run folder is touched
     logger_kind = None if args.logger == "none" else args.logger
@@ -328,6 +351,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="run folder (default runs/ALGO-ENV-sSEED)")
     p.add_argument("--resume", default=None, help="continue the run in this folder")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--col-workers", type=int, default=None, help="Scheme collection workers")
+    p.add_argument("--grad-workers", type=int, default=None, help="Scheme gradient workers")
+    p.add_argument("--async-col", action="store_true", help="asynchronous collection")
+    p.add_argument("--async-grad", action="store_true", help="asynchronous gradients")
+    p.add_argument("--address", default=None, help="Ray cluster address (e.g. auto)")
     p.add_argument("overrides", nargs="*", help="config overrides key=value")
     p = sub.add_parser("eval", help="evaluate a trained run deterministically")
     p.add_argument("run", help="run folder written by train")

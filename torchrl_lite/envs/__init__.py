@@ -3,6 +3,15 @@
 from torchrl_lite.envs.batched_envs import ParallelEnv, SerialEnv
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.custom.pendulum import PendulumEnv
+from torchrl_lite.envs.factories import (
+    dmc_test_env_factory,
+    dmc_train_env_factory,
+    env_seed,
+    gym_test_env_factory,
+    gym_train_env_factory,
+    pybullet_test_env_factory,
+    pybullet_train_env_factory,
+)
 from torchrl_lite.envs.libs.gym import GymEnv, GymWrapper
 from torchrl_lite.envs.transforms import *  # noqa: F403
 from torchrl_lite.envs.transforms import __all__ as _transforms_all
@@ -23,6 +32,13 @@ __all__ = [
     "PendulumEnv",
     "SerialEnv",
     "check_env_specs",
+    "dmc_test_env_factory",
+    "dmc_train_env_factory",
+    "env_seed",
+    "gym_test_env_factory",
+    "gym_train_env_factory",
+    "pybullet_test_env_factory",
+    "pybullet_train_env_factory",
     "exploration_type",
     "set_exploration_type",
     "step_mdp",

@@ -14,7 +14,9 @@ Protocol on the worker's pipe (length-prefixed byte messages, no pickling per st
 * ``SEED + pickle(seed)``: ``set_seed(seed)``, reply ``b""``.
 * ``CLOSE``: close the copies, reply ``b""`` and exit.
 
-Any exception becomes ``ERROR + pickle({"type", "message", "traceback"})``. The worker
+Any exception becomes ``ERROR + pickle(error_info(err))``. Factories, error descriptions,
+the parent check and stopping come from ``torchrl_lite._mp``, the one worker-process layer
+(the multiprocess collectors use it too); only the byte protocol is this module's. The worker
 ignores SIGINT (the parent decides when to stop) and exits when its pipe reaches EOF or
 its parent process goes away.
 """
@@ -27,12 +29,11 @@ import pickle
 import select
 import signal
 import struct
-import time
-import traceback
 
 import torch
 
 from torchrl_lite import _keys as K
+from torchrl_lite._mp import CloudPickled, error_info, parent_alive, stop_processes
 from torchrl_lite.envs import _batched_utils as U
 
 STEP, RESET, STEP_RESET, SEED, CLOSE = b"s", b"r", b"x", b"e", b"c"
@@ -99,25 +100,8 @@ class Poller:
         return [conns.index(c) for c in multiprocessing.connection.wait(conns, timeout)]
 
 
-class CloudPickled:
-    """A factory sent to a spawned worker with cloudpickle (lambdas and closures work)."""
-
-    def __init__(self, fn):
-        import cloudpickle
-
-        self.payload = cloudpickle.dumps(fn)
-
-    def load(self):
-        return pickle.loads(self.payload)
-
-
 def error_reply(err: BaseException) -> bytes:
-    info = {
-        "type": type(err).__name__,
-        "message": str(err),
-        "traceback": "".join(traceback.format_exception(err)),
-    }
-    return ERROR + pickle.dumps(info)
+    return ERROR + pickle.dumps(error_info(err))
 
 
 def worker_main(conn, factories: list, num_threads: int, parent_pid: int, inherited: list):
@@ -206,7 +190,7 @@ def _serve(channel, loop: _Loop, parent_pid: int) -> None:
     poller = Poller([channel])
     while True:
         while not poller.ready(_IDLE_S):
-            if os.getppid() != parent_pid:
+            if not parent_alive(parent_pid):
                 return
         message = channel.recv()
         command = message[:1]
@@ -233,21 +217,4 @@ def _serve(channel, loop: _Loop, parent_pid: int) -> None:
 
 def stop_workers(procs: list, conns: list, grace: float) -> None:
     """Ask each worker to close, join them, terminate (then kill) the ones that linger."""
-    for conn, proc in zip(conns, procs):
-        if proc.is_alive():
-            try:
-                conn.send_bytes(CLOSE)
-            except OSError:
-                pass
-    deadline = time.monotonic() + grace
-    for proc in procs:
-        proc.join(timeout=max(0.0, deadline - time.monotonic()))
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(timeout=1.0)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(timeout=1.0)
-    for conn in conns:
-        conn.close()
+    stop_processes(procs, conns, CLOSE, grace)

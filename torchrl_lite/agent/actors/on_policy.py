@@ -1,0 +1,159 @@
+"""Seed 000's ``OnPolicyActor``: a policy and a value network (PPO, A2C), with the seed's
+``get_action`` on plain tensors and ``create_factory`` for the Scheme's workers."""
+
+from __future__ import annotations
+
+import gymnasium
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+
+from torchrl_lite import _keys as K
+from torchrl_lite.agent.actors._common import (
+    ActorFactory,
+    check_recurrent,
+    policy_action,
+)
+from torchrl_lite.agent.actors.feature_extractors import MLP
+from torchrl_lite.modules import OneHotCategorical, ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl_lite.recipes.ppo import StateIndependentScale
+
+__all__ = ["OnPolicyActor"]
+
+
+def _network(extractor: nn.Module, out_features: int, *tail: nn.Module) -> nn.Module:
+    return nn.Sequential(extractor, nn.Linear(extractor.num_outputs, out_features), *tail)
+
+
+class _Features(nn.Module):
+    """Calls an extractor on its entries (``forward(*tensors)``) and keeps its attributes."""
+
+    def __init__(self, extractor: nn.Module):
+        super().__init__()
+        self.extractor = extractor
+        self.num_outputs = extractor.num_outputs
+
+    def forward(self, *entries):
+        return self.extractor(*entries)
+
+
+class OnPolicyActor(nn.Module):
+    """A policy (``actor.policy``, a ``ProbabilisticActor``) and a critic (``actor.value``,
+    a ``ValueOperator`` writing ``"state_value"``), each with its own feature extractor.
+
+    Box actions: a tanh-squashed Normal with a state-independent log-std (the PPO
+    recipe's policy; with the default ``MLP`` extractor the networks are the recipe's);
+    Discrete actions: a one-hot categorical. The policy writes ``"action"`` and
+    ``"sample_log_prob"``.
+
+    Args:
+        obs_space, action_space: gymnasium spaces of one env.
+        feature_extractor_network: an extractor class (``get_feature_extractor(name)``).
+        feature_extractor_kwargs: its keyword arguments (e.g. ``hidden_sizes``).
+        recurrent_nets: must be False (see ``check_recurrent``).
+        policy, value: ready-made networks instead (used by ``factories_from_recipe``).
+
+    Example:
+        >>> obs_space = gymnasium.spaces.Box(-1, 1, (3,))
+        >>> action_space = gymnasium.spaces.Box(-2, 2, (1,))
+        >>> actor = OnPolicyActor.create_factory(obs_space, action_space)("cpu")
+        >>> obs, rhs, done = torch.zeros(4, 3), torch.zeros(4, 1), torch.zeros(4, 1)
+        >>> action, clipped, logp, rhs, entropy = actor.get_action(obs, rhs, done)
+        >>> action.shape, logp.shape, actor.recurrent_hidden_state_size
+        (torch.Size([4, 1]), torch.Size([4, 1]), 1)
+    """
+
+    def __init__(
+        self,
+        obs_space,
+        action_space,
+        feature_extractor_network=MLP,
+        feature_extractor_kwargs: dict | None = None,
+        recurrent_nets: bool = False,
+        policy: nn.Module | None = None,
+        value: nn.Module | None = None,
+    ):
+        super().__init__()
+        check_recurrent(recurrent_nets)
+        self.obs_space, self.action_space = obs_space, action_space
+        if policy is None:
+            policy, value = self._build(obs_space, action_space, feature_extractor_network,
+                                        feature_extractor_kwargs or {})  # fmt: skip
+        self.policy = policy
+        self.value = value
+        self.in_keys = list(policy.in_keys)
+
+    @staticmethod
+    def _build(obs_space, action_space, extractor_cls, kwargs):
+        policy_features = _Features(extractor_cls(obs_space, **kwargs))
+        in_keys = list(policy_features.extractor.in_keys)
+        if isinstance(action_space, gymnasium.spaces.Box):
+            act_dim = int(action_space.shape[-1])
+            net = _network(policy_features, act_dim, StateIndependentScale(act_dim))
+            low = torch.tensor(action_space.low, dtype=torch.float32)
+            high = torch.tensor(action_space.high, dtype=torch.float32)
+            policy = ProbabilisticActor(
+                TensorDictModule(net, in_keys=in_keys, out_keys=["loc", "scale"]),
+                in_keys=["loc", "scale"],
+                distribution_class=TanhNormal,
+                distribution_kwargs={"low": low, "high": high},
+                return_log_prob=True,
+            )
+        elif isinstance(action_space, gymnasium.spaces.Discrete):
+            net = _network(policy_features, int(action_space.n))
+            policy = ProbabilisticActor(
+                TensorDictModule(net, in_keys=in_keys, out_keys=["logits"]),
+                in_keys=["logits"],
+                distribution_class=OneHotCategorical,
+                return_log_prob=True,
+            )
+        else:
+            raise TypeError(
+                f"OnPolicyActor supports Box and Discrete action spaces, got {action_space!r}."
+            )
+        value_features = _Features(extractor_cls(obs_space, **kwargs))
+        value = ValueOperator(_network(value_features, 1), in_keys=in_keys)
+        return policy, value
+
+    @classmethod
+    def create_factory(
+        cls,
+        obs_space,
+        action_space,
+        feature_extractor_network=MLP,
+        feature_extractor_kwargs: dict | None = None,
+        restart_model=None,
+        recurrent_nets: bool = False,
+    ):
+        """``actor_factory(device) -> OnPolicyActor``; with ``restart_model``, the weights
+        saved there (by ``Learner.save_model()``) are loaded."""
+        check_recurrent(recurrent_nets)
+        return ActorFactory(
+            cls, restart_model, obs_space=obs_space, action_space=action_space,
+            feature_extractor_network=feature_extractor_network,
+            feature_extractor_kwargs=feature_extractor_kwargs,
+        )  # fmt: skip
+
+    @property
+    def recurrent_hidden_state_size(self) -> int:
+        """1: the policies are not recurrent (the seed's ``rhs`` is a placeholder)."""
+        return 1
+
+    @property
+    def is_recurrent(self) -> bool:
+        return False
+
+    def get_action(self, obs, rhs, done, deterministic: bool = False):
+        """``(action, clipped_action, logp_action, rhs, entropy)`` for observations ``[B, ...]``
+        (a dict of them for Dict spaces); ``clipped_action`` is what the gymnasium env takes."""
+        action, clipped, logp, entropy = policy_action(
+            self.policy, self.in_keys, obs, self.action_space, deterministic
+        )
+        return action, clipped, logp, rhs, entropy
+
+    def get_value(self, obs, rhs=None, done=None) -> torch.Tensor:
+        """``V(s)``, ``[B, 1]``."""
+        entries = obs if isinstance(obs, dict) else {self.in_keys[0]: obs}
+        batch = next(iter(entries.values())).shape[:1]
+        return self.value(TensorDict(dict(entries), batch_size=batch)).get(K.STATE_VALUE)

@@ -1,0 +1,220 @@
+"""``factories_from_recipe``: a recipe's ``Config`` as the five factories of a ``Scheme``.
+
+The same networks, hyperparameters and env settings as ``torchrl-lite train ALGO``
+(``make_trainer``), in seed 000's components, so the CLI's ``--col-workers`` /
+``--grad-workers`` path trains what the single-process path trains. Unit mapping: a
+recipe's ``frames_per_batch`` over ``num_envs`` copies is ``num_envs`` envs x
+``frames_per_batch / num_envs`` steps per round.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from torchrl_lite.agent.actors import OffPolicyActor, OnPolicyActor
+from torchrl_lite.agent.algos import A2C, DDPG, DDQN, PPO, SAC, TD3
+from torchrl_lite.agent.env import VecEnv
+from torchrl_lite.agent.storages import GAEBuffer, ReplayBuffer
+from torchrl_lite.envs import (
+    dmc_test_env_factory,
+    dmc_train_env_factory,
+    gym_test_env_factory,
+    gym_train_env_factory,
+)
+from torchrl_lite.recipes.common import DM_CONTROL_PREFIX
+
+__all__ = ["SCHEME_ALGOS", "factories_from_recipe"]
+
+
+def _envs(cfg, num_envs: int):
+    """``(train_envs_factory, test_envs_factory, action_space, obs_space)`` of ``cfg.env``."""
+    if getattr(cfg, "pixels", False):
+        raise ValueError(
+            "factories_from_recipe: pixels=true is not available on the Scheme path (its env "
+            "factories give state observations); train pixel policies without --col-workers/"
+            "--grad-workers."
+        )
+    if cfg.env.startswith(DM_CONTROL_PREFIX):
+        domain, _, task = cfg.env[len(DM_CONTROL_PREFIX) :].partition("-")
+        kwargs = {"domain_name": domain, "task_name": task}
+        train_fn, test_fn = dmc_train_env_factory, dmc_test_env_factory
+    else:
+        kwargs = {"env_id": cfg.env}
+        train_fn, test_fn = gym_train_env_factory, gym_test_env_factory
+    train, action_space, obs_space = VecEnv.create_factory(train_fn, kwargs, max(1, num_envs))
+    test, _, _ = VecEnv.create_factory(test_fn, kwargs, 1, name="test")
+    return train, test, action_space, obs_space
+
+
+def _steps(cfg, num_envs: int) -> int:
+    return max(1, cfg.frames_per_batch // max(1, num_envs))
+
+
+class _RecipeA2CActor:
+    """The A2C recipe's networks (observation statistics from a seeded random rollout of
+    the recipe's env), as an ``OnPolicyActor`` (picklable factory)."""
+
+    def __init__(self, cfg, obs_space, action_space):
+        self.cfg, self.obs_space, self.action_space = cfg, obs_space, action_space
+
+    def __call__(self, device="cpu"):
+        import torch
+
+        from torchrl_lite.recipes import a2c
+
+        torch.manual_seed(self.cfg.seed)
+        env = a2c.make_train_env(self.cfg)
+        try:
+            policy, value = a2c.make_actor_critic(self.cfg, env)
+        finally:
+            env.close()
+        actor = OnPolicyActor(self.obs_space, self.action_space, policy=policy, value=value)
+        return actor.to(torch.device(device))
+
+
+def _ppo(cfg):
+    num_envs = cfg.num_envs
+    train, test, act, obs = _envs(cfg, num_envs)
+    hidden = {"hidden_sizes": (cfg.hidden, cfg.hidden)}
+    return dict(
+        algo_factory=PPO.create_factory(
+            lr=cfg.lr,
+            num_epochs=cfg.epochs,
+            clip_param=cfg.clip_epsilon,
+            entropy_coef=cfg.entropy_coef,
+            value_loss_coef=cfg.critic_coef,
+            max_grad_norm=cfg.max_grad_norm,
+            mini_batch_size=cfg.mini_batch_size,
+            gamma=cfg.gamma,
+        ),  # fmt: skip
+        actor_factory=OnPolicyActor.create_factory(obs, act, feature_extractor_kwargs=hidden),
+        storage_factory=GAEBuffer.create_factory(size=_steps(cfg, num_envs), gae_lambda=cfg.lmbda),
+        train_envs_factory=train,
+        test_envs_factory=test,
+    )
+
+
+class _ScaledRewards:
+    """An envs factory whose envs multiply the learning reward by ``scale`` (returns in
+    ``"episode_reward"`` stay unscaled), as the A2C recipe's ``make_train_env``."""
+
+    def __init__(self, envs_factory, scale: float):
+        self.envs_factory, self.scale = envs_factory, float(scale)
+
+    def __call__(self, *args, **kwargs):
+        from torchrl_lite.envs import RewardScaling, TransformedEnv
+
+        env = self.envs_factory(*args, **kwargs)
+        return TransformedEnv(env, RewardScaling(loc=0.0, scale=self.scale))
+
+
+def _a2c(cfg):
+    train, test, act, obs = _envs(cfg, cfg.num_envs)
+    if cfg.reward_scale != 1.0:
+        train = _ScaledRewards(train, cfg.reward_scale)
+    updates = cfg.frames // cfg.frames_per_batch if cfg.lr_decay else None
+    return dict(
+        algo_factory=A2C.create_factory(
+            lr=cfg.lr,
+            entropy_coef=cfg.entropy_coef,
+            value_loss_coef=cfg.critic_coef,
+            max_grad_norm=cfg.max_grad_norm,
+            gamma=cfg.gamma,
+            lr_decay_updates=updates,
+        ),  # fmt: skip
+        actor_factory=_RecipeA2CActor(cfg, obs, act),
+        storage_factory=GAEBuffer.create_factory(
+            size=_steps(cfg, cfg.num_envs),
+            gae_lambda=cfg.lmbda,
+            recompute_each_epoch=False,
+            normalize_advantage=True,
+        ),  # fmt: skip
+        train_envs_factory=train,
+        test_envs_factory=test,
+    )
+
+
+def _off_policy(name: str, algo_cls, extra):
+    def build(cfg):
+        num_envs = getattr(cfg, "num_envs", 1)
+        train, test, act, obs = _envs(cfg, num_envs)
+        updates = getattr(cfg, "optim_steps_per_batch", None)
+        if updates is None:
+            updates = max(1, round(cfg.utd_ratio * cfg.frames_per_batch))
+        kwargs = dict(
+            lr=cfg.lr, gamma=cfg.gamma, num_updates=updates,
+            update_every=_steps(cfg, num_envs), start_steps=cfg.init_random_frames,
+            mini_batch_size=cfg.batch_size, **extra(cfg),
+        )  # fmt: skip
+        return dict(
+            algo_factory=algo_cls.create_factory(**kwargs),
+            actor_factory=OffPolicyActor.create_factory(
+                obs, act, algorithm_name=name, hidden=cfg.hidden
+            ),
+            storage_factory=ReplayBuffer.create_factory(size=cfg.buffer_size),
+            train_envs_factory=train,
+            test_envs_factory=test,
+        )
+
+    return build
+
+
+SCHEME_ALGOS = {
+    "ppo": _ppo,
+    "a2c": _a2c,
+    "sac": _off_policy("SAC", SAC, lambda c: {"polyak": 1 - c.tau}),
+    "td3": _off_policy(
+        "TD3",
+        TD3,
+        lambda c: {
+            "polyak": 1 - c.tau,
+            "policy_delay": c.policy_delay,
+            "exploration_noise": c.exploration_noise,
+            "policy_noise": c.policy_noise,
+            "noise_clip": c.noise_clip,
+        },
+    ),  # fmt: skip
+    "ddpg": _off_policy(
+        "DDPG", DDPG, lambda c: {"polyak": 1 - c.tau, "exploration_noise": c.exploration_noise}
+    ),
+    # the DQN recipe is double DQN
+    "dqn": _off_policy(
+        "DDQN",
+        DDQN,
+        lambda c: {
+            "target_update_interval": c.target_update_interval,
+            "initial_epsilon": c.eps_init,
+            "final_epsilon": c.eps_end,
+            "max_grad_norm": c.max_grad_norm,
+            "epsilon_annealing_steps": max(
+                1, c.eps_frames * c.optim_steps_per_batch // c.frames_per_batch
+            ),
+        },
+    ),  # fmt: skip
+}
+"""Recipes the Scheme path runs (the offline ones, REDQ, CQL, IQL and TD3+BC, do not)."""
+
+
+def factories_from_recipe(algo_name: str, cfg) -> dict:
+    """The ``Scheme`` factories of a recipe run: ``algo_factory``, ``actor_factory``,
+    ``storage_factory``, ``train_envs_factory``, ``test_envs_factory``.
+
+    Args:
+        algo_name: ``"ppo"``, ``"a2c"``, ``"sac"``, ``"td3"``, ``"ddpg"`` or ``"dqn"``.
+        cfg: the recipe's ``Config`` (e.g. ``config_for(get_recipe("ppo"), env)``).
+
+    Example:
+        >>> from torchrl_lite.recipes import get_recipe
+        >>> factories = factories_from_recipe("ppo", get_recipe("ppo").Config())
+        >>> sorted(factories)[:2], factories["storage_factory"].kwargs["size"]
+        (['actor_factory', 'algo_factory'], 512)
+    """
+    key = str(algo_name).lower().replace("-", "_")
+    if key not in SCHEME_ALGOS:
+        close = difflib.get_close_matches(key, list(SCHEME_ALGOS), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"factories_from_recipe: {algo_name!r} has no Scheme path.{hint} "
+            f"Available: {', '.join(SCHEME_ALGOS)}."
+        )
+    return SCHEME_ALGOS[key](cfg)

@@ -1,0 +1,155 @@
+"""Seed 000's on-policy storages: ``GAEBuffer`` (alias ``OnPolicyGAEBuffer``) and
+``VanillaOnPolicyBuffer``, over the library's value estimators (``GAE``, ``TD1Estimator``).
+
+A round of the Scheme: ``insert`` each collector batch ``[B, T]`` (one per collection
+worker), ``before_gradients()`` (advantages and value targets, no gradients), then
+``generate_batches(num_mini_batch, mini_batch_size, num_epochs)`` yields shuffled flat
+minibatches (advantages recomputed with the latest critic at each epoch after the first
+when ``recompute_each_epoch``, as the PPO recipe's ``ShuffledMiniBatches``), then
+``after_gradients()`` empties the storage.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+
+from torchrl_lite.agent._factory import Factory
+from torchrl_lite.objectives.value import GAE, TD1Estimator
+from torchrl_lite.recipes import ppo as ppo_recipe
+
+__all__ = ["GAEBuffer", "OnPolicyGAEBuffer", "VanillaOnPolicyBuffer"]
+
+
+class _OnPolicyBuffer:
+    on_policy = True
+
+    def __init__(self, device, actor, algo, size: int, recompute_each_epoch: bool):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"{type(self).__name__}: size must be an int >= 1, got {size!r}.")
+        self.device = torch.device(device)
+        self.size = size
+        self.steps_per_collection = size
+        self.recompute_each_epoch = bool(recompute_each_epoch)
+        self.actor, self.algo = actor, algo
+        self.estimator = self._make_estimator(actor, algo)
+        self._batches: list[TensorDictBase] = []
+        self._data: TensorDictBase | None = None
+
+    def _make_estimator(self, actor, algo):
+        raise NotImplementedError(f"{type(self).__name__} must define _make_estimator")
+
+    def __len__(self) -> int:
+        return sum(b.numel() for b in self._batches)
+
+    def insert(self, batch: TensorDictBase) -> None:
+        """Add a collector batch ``[B, T]`` (time last)."""
+        if batch.batch_dims < 1:
+            raise ValueError(
+                f"{type(self).__name__}.insert: expected a collector batch [B, T] or [T], got "
+                f"batch_size {list(batch.batch_size)}."
+            )
+        self._batches.append(batch.to(self.device))
+        self._data = None
+
+    def _estimate(self) -> TensorDictBase:
+        self.estimator.gamma = self.algo.gamma  # update_algorithm_parameter("gamma", ...)
+        with torch.no_grad():
+            flat = [self.estimator(b).reshape(-1) for b in self._batches]  # each [B * T]
+        return torch.cat(flat) if len(flat) > 1 else flat[0]
+
+    def before_gradients(self) -> None:
+        """Advantages and value targets of everything inserted (the current critic)."""
+        if not self._batches:
+            raise RuntimeError(f"{type(self).__name__}.before_gradients: nothing was inserted.")
+        self._data = self._estimate()
+
+    def generate_batches(self, num_mini_batch=None, mini_batch_size=None, num_epochs=1):
+        """``num_epochs`` passes of shuffled minibatches: ``num_mini_batch`` of them per
+        pass, or as many of ``mini_batch_size`` as fit (the remainder is dropped)."""
+        if self._data is None:
+            self.before_gradients()
+        n = self._data.numel()
+        size = mini_batch_size if mini_batch_size is not None else n // max(1, num_mini_batch)
+        size = max(1, min(int(size), n))
+        for epoch in range(int(num_epochs)):
+            if epoch > 0 and self.recompute_each_epoch:
+                self._data = self._estimate()
+            perm = torch.randperm(n, device=self._data.device)
+            for start in range(0, n - size + 1, size):
+                yield self._data[perm[start : start + size]]
+
+    def after_gradients(self) -> None:
+        self._batches.clear()
+        self._data = None
+
+    def state_dict(self) -> dict:
+        return {}  # emptied every round: nothing to resume
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+    @classmethod
+    def _factory(cls, **kwargs):
+        return Factory(cls, kwargs)
+
+
+class GAEBuffer(_OnPolicyBuffer):
+    """Rollouts with generalized advantage estimates (``GAE``, gamma from the algorithm).
+
+    Example:
+        >>> import gymnasium
+        >>> from torchrl_lite.agent.actors import OnPolicyActor
+        >>> from torchrl_lite.agent.algos import PPO
+        >>> actor = OnPolicyActor.create_factory(gymnasium.spaces.Box(-1, 1, (3,)),
+        ...     gymnasium.spaces.Box(-1, 1, (1,)))("cpu")
+        >>> storage = GAEBuffer.create_factory(size=1000, gae_lambda=0.95)(
+        ...     "cpu", actor, PPO.create_factory()("cpu", actor))
+        >>> storage.steps_per_collection
+        1000
+    """
+
+    def __init__(self, device, actor, algo, size: int = 2048, gae_lambda: float = ppo_recipe.Config().lmbda,
+                 recompute_each_epoch: bool = True, normalize_advantage: bool = False):  # fmt: skip
+        self.gae_lambda = float(gae_lambda)
+        self.normalize_advantage = bool(normalize_advantage)
+        super().__init__(device, actor, algo, size, recompute_each_epoch)
+
+    def _make_estimator(self, actor, algo):
+        return GAE(gamma=algo.gamma, lmbda=self.gae_lambda, value_network=actor.value,
+                   average_gae=self.normalize_advantage)  # fmt: skip
+
+    @classmethod
+    def create_factory(cls, size: int = 2048, gae_lambda: float = ppo_recipe.Config().lmbda,
+                       recompute_each_epoch: bool = True, normalize_advantage: bool = False):  # fmt: skip
+        """``storage_factory(device, actor, algo) -> GAEBuffer``; ``size``: env steps per env
+        a collection worker gathers per round; ``normalize_advantage``: standardise the
+        advantages over the round (A2C's recipe; PPO's loss does it per minibatch)."""
+        return cls._factory(size=size, gae_lambda=gae_lambda,
+                            recompute_each_epoch=recompute_each_epoch,
+                            normalize_advantage=normalize_advantage)  # fmt: skip
+
+
+OnPolicyGAEBuffer = GAEBuffer
+
+
+class VanillaOnPolicyBuffer(_OnPolicyBuffer):
+    """Rollouts with discounted returns bootstrapped at the end (``TD1Estimator``) and
+    advantage ``return - V(s)``.
+
+    Example:
+        >>> factory = VanillaOnPolicyBuffer.create_factory(size=5)
+        >>> factory.kwargs
+        {'size': 5}
+    """
+
+    def __init__(self, device, actor, algo, size: int = 2048):
+        super().__init__(device, actor, algo, size, recompute_each_epoch=False)
+
+    def _make_estimator(self, actor, algo):
+        return TD1Estimator(gamma=algo.gamma, value_network=actor.value)
+
+    @classmethod
+    def create_factory(cls, size: int = 2048):
+        """``storage_factory(device, actor, algo) -> VanillaOnPolicyBuffer``."""
+        return cls._factory(size=size)

@@ -1,0 +1,347 @@
+"""WorkerGroup: N Ray actors of one class, started, watched, restarted and stopped together.
+
+The fault handling shared by ``RayCollector`` and the Scheme's collection and gradient
+workers lives here:
+
+* ``start()`` builds every actor and waits for each to answer ``ping``; an error while a
+  worker builds its components (e.g. an env factory that raises) is raised at once, with
+  the worker's traceback: restarting would fail the same way.
+* A worker that dies later (SIGKILL, an exception in a call, its node lost) is replaced by
+  a new actor (``args_for(index, restarts)``: the caller decides seeds); the new one joins
+  once it answers ``ping``, and the caller sends it the current weights with its next call.
+  Meanwhile ``gather``/``first`` return the healthy workers' results. Past ``max_restarts``
+  restarts of one worker, every worker is stopped and a ``RuntimeError`` names the worker
+  and holds its last traceback.
+* Nothing answering within ``timeout`` seconds stops every worker and raises
+  ``TimeoutError`` naming the silent ones: never a silent hang.
+* ``check_resources`` compares what the groups request with ``ray.cluster_resources()``
+  before any actor starts, so an over-subscribed cluster fails with the option to change.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+from torchrl_lite._mp import remote_error
+
+__all__ = ["WorkerGroup", "check_resources", "ray_resources", "require_ray"]
+
+_RESOURCE_OPTIONS = {"num_cpus": "CPU", "num_gpus": "GPU", "memory": "memory"}
+
+
+def require_ray():
+    """``import ray`` (initialised with ``ray.init()`` if it is not yet), or an ImportError
+    saying how to install it."""
+    try:
+        import ray
+    except ImportError as err:  # pragma: no cover - ray is an optional extra
+        raise ImportError(
+            "remote workers need Ray: pip install 'torchrl-lite[ray]' (or use one collection "
+            "and one gradient worker, which run in this process without Ray)."
+        ) from err
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False)
+    return ray
+
+
+def ray_resources(option: str, resources: dict) -> dict:
+    """Ray's resource names (``{"CPU": 1}``) for an actor option dict (``{"num_cpus": 1}``)."""
+    if not isinstance(resources, dict):
+        raise TypeError(f"{option} must be a dict like {{'num_cpus': 1}}, got {resources!r}.")
+    out = {}
+    for key, value in resources.items():
+        if key == "resources":
+            if not isinstance(value, dict):
+                raise TypeError(f"{option}['resources'] must be a dict, got {value!r}.")
+            out.update(value)
+        elif key in _RESOURCE_OPTIONS:
+            if not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"{option}[{key!r}] must be a number >= 0, got {value!r}.")
+            out[_RESOURCE_OPTIONS[key]] = value
+        else:
+            raise ValueError(
+                f"{option} has an unknown entry {key!r}; valid: "
+                f"{sorted([*_RESOURCE_OPTIONS, 'resources'])}."
+            )
+    return out
+
+
+def check_resources(requests: list[tuple[str, int, dict]]) -> None:
+    """Raise ValueError if ``[(option, n_workers, resources), ...]`` exceed the cluster.
+
+    Example:
+        >>> check_resources([])  # nothing requested: nothing to check (Ray not imported)
+    """
+    if not requests:
+        return
+    ray = require_ray()
+    total = ray.cluster_resources()
+    need: dict[str, float] = {}
+    who: dict[str, list[str]] = {}
+    for option, count, resources in requests:
+        for name, value in ray_resources(option, resources).items():
+            need[name] = need.get(name, 0) + count * value
+            who.setdefault(name, []).append(f"{option}={resources} x {count} workers")
+    for name, value in need.items():
+        have = total.get(name, 0)
+        if value > have:
+            raise ValueError(
+                f"the workers request {value:g} {name} in all ({'; '.join(who[name])}) but the "
+                f"Ray cluster has {have:g} (ray.cluster_resources()). Lower the worker counts, "
+                f"request less per worker (e.g. {who[name][0].split('=')[0]}={{'num_cpus': 0.5}})"
+                f", or start Ray with more (ray.init(num_cpus=...), or add nodes)."
+            )
+
+
+_LAST_LINE = re.compile(r"^(\w+(?:\.\w+)*): (.*)$")
+
+
+def _error_info(err: BaseException) -> dict:
+    """``{"type", "message", "traceback"}`` of a Ray error: the worker's own exception (a
+    task's ``cause``; for a failed ``__init__``, the last line of Ray's traceback text)."""
+    text = str(err)
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, BaseException):
+        message = str(cause.args[0]) if isinstance(cause, KeyError) and cause.args else str(cause)
+        return {"type": type(cause).__name__, "message": message, "traceback": text}
+    if getattr(err, "actor_init_failed", False):
+        lines = [line for line in text.strip().splitlines() if line.strip()]
+        match = _LAST_LINE.match(lines[-1].strip()) if lines else None
+        if match:
+            name = match.group(1).rsplit(".", 1)[-1]
+            return {"type": name, "message": match.group(2), "traceback": text}
+    return {"type": type(err).__name__, "message": text.split("\n")[0], "traceback": text}
+
+
+class WorkerGroup:
+    """Ray actors of class ``cls``, one per index, with restarts and timeouts.
+
+    Args:
+        name: how the workers are named in messages (``"collection worker"``).
+        cls: the worker class (wrapped with ``ray.remote`` here).
+        args_for: ``args_for(index, restarts) -> (args, kwargs)`` for the constructor.
+        count: number of workers.
+        resources: actor options (``{"num_cpus": 1}``; ``num_gpus``, ``memory``,
+            ``resources``), see ``ray.remote``.
+        max_restarts: restarts allowed per worker before the group gives up.
+        timeout: seconds a call may take before ``TimeoutError``.
+        on_event: ``on_event(message)`` for each death and restart (e.g. the Learner's log).
+        max_concurrency: actor threads (2 lets ``preempt`` reach a running ``collect``).
+        suffix: appended to each worker's label (``" of gradient worker 1"``).
+        restart_option: the user's name of ``max_restarts`` (for the error message).
+        start_timeout: seconds the workers may take to start (import torch, build envs).
+
+    Example (needs a running Ray):
+        >>> group = WorkerGroup("worker", object, lambda i, r: ((), {}), count=1,
+        ...     resources={"num_cpus": 1})
+        >>> group.count
+        1
+    """
+
+    def __init__(
+        self,
+        name: str,
+        cls,
+        args_for: Callable,
+        count: int,
+        resources: dict,
+        max_restarts: int = 3,
+        timeout: float = 300.0,
+        on_event: Callable | None = None,
+        max_concurrency: int = 1,
+        suffix: str = "",
+        restart_option: str = "max_restarts",
+        start_timeout: float = 600.0,
+    ):
+        self.start_timeout = float(start_timeout)
+        self.suffix, self.restart_option = suffix, restart_option
+        self.name, self.cls, self.args_for, self.count = name, cls, args_for, count
+        self.resources = dict(resources)
+        self.max_restarts, self.timeout = int(max_restarts), float(timeout)
+        self.on_event = on_event or (lambda message: None)
+        self.max_concurrency = max_concurrency
+        self.actors: list = [None] * count
+        self.ready_flags = [False] * count
+        self.restarts = [0] * count
+        self.last_traceback: list[str | None] = [None] * count
+        self._starting: dict = {}  # ping ref -> index
+        self._remote = None
+
+    # -- life cycle ---------------------------------------------------------------------
+    def label(self, index: int) -> str:
+        return f"{self.name} {index}{self.suffix}"
+
+    def _new_actor(self, index: int):
+        import ray
+
+        if self._remote is None:
+            self._remote = ray.remote(self.cls)
+        args, kwargs = self.args_for(index, self.restarts[index])
+        options = {**self.resources, "max_restarts": 0, "max_concurrency": self.max_concurrency}
+        actor = self._remote.options(**options).remote(*args, **kwargs)
+        self.actors[index] = actor
+        self.ready_flags[index] = False
+        self._starting[actor.ping.remote()] = index
+
+    def start(self) -> None:
+        """Start every worker and wait for all to answer (errors raised with tracebacks)."""
+        import ray
+
+        for index in range(self.count):
+            self._new_actor(index)
+        refs = list(self._starting)
+        done, pending = ray.wait(refs, num_returns=len(refs), timeout=self.start_timeout)
+        if pending:
+            silent = [self.label(self._starting[r]) for r in pending]
+            self.shutdown()
+            raise TimeoutError(
+                f"{', '.join(silent)} did not start within {self.start_timeout:g}s (the "
+                f"cluster may lack the resources {self.resources} per worker, or building the "
+                f"components hangs). Raise the timeout or check `ray status`."
+            )
+        for ref in done:
+            index = self._starting.pop(ref)
+            try:
+                ray.get(ref)
+            except Exception as err:
+                self.shutdown()
+                raise remote_error(
+                    _error_info(err), self.label(index), "start-up (building its components)"
+                ) from None
+            self.ready_flags[index] = True
+
+    def ready(self) -> list[int]:
+        """Indices of the workers that answer now (restarted ones join once they do)."""
+        self._poll_starting(0.0)
+        return [i for i in range(self.count) if self.ready_flags[i]]
+
+    def wait_ready(self, timeout: float | None = None) -> list[int]:
+        """``ready()``, waiting (up to ``timeout``) for at least one worker to be ready."""
+        deadline = time.monotonic() + (self.start_timeout if timeout is None else timeout)
+        while not self.ready():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.shutdown()
+                raise TimeoutError(
+                    f"no {self.name} answered within {self.start_timeout:g}s (restarted workers "
+                    f"could not start: is a node lost or the cluster full?)."
+                )
+            self._poll_starting(min(left, 1.0))
+        return self.ready()
+
+    def _poll_starting(self, timeout: float) -> None:
+        import ray
+
+        if not self._starting:
+            return
+        refs = list(self._starting)
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        for ref in done:
+            index = self._starting.pop(ref)
+            try:
+                ray.get(ref)
+            except Exception as err:
+                self.fail(index, err)
+                continue
+            self.ready_flags[index] = True
+            self.on_event(f"{self.label(index)} restarted and rejoined")
+
+    def fail(self, index: int, err: BaseException) -> None:
+        """Record ``err`` for worker ``index``; restart it, or raise past the restart cap."""
+        import ray
+
+        info = _error_info(err)
+        self.last_traceback[index] = info["traceback"]
+        self.ready_flags[index] = False
+        try:
+            ray.kill(self.actors[index], no_restart=True)
+        except Exception:  # already gone
+            pass
+        if self.restarts[index] >= self.max_restarts:
+            self.shutdown()
+            raise RuntimeError(
+                f"{self.label(index)} failed {self.restarts[index] + 1} times, past the "
+                f"restart cap {self.restart_option}={self.max_restarts}; the other workers were shut "
+                f"down. Its last error: {info['type']}: {info['message']}\n\nWorker "
+                f"traceback:\n{info['traceback']}"
+            )
+        self.restarts[index] += 1
+        self.on_event(
+            f"{self.label(index)} failed ({info['type']}: {info['message']}); restart "
+            f"{self.restarts[index]}/{self.max_restarts}"
+        )
+        self._new_actor(index)
+
+    def shutdown(self) -> None:
+        """Kill every actor (idempotent)."""
+        try:
+            import ray
+        except ImportError:  # pragma: no cover
+            return
+        for index, actor in enumerate(self.actors):
+            if actor is not None:
+                try:
+                    ray.kill(actor, no_restart=True)
+                except Exception:
+                    pass
+                self.actors[index] = None
+        self.ready_flags = [False] * self.count
+        self._starting.clear()
+
+    @property
+    def alive(self) -> int:
+        return sum(self.ready_flags)
+
+    # -- calls --------------------------------------------------------------------------
+    def call(self, index: int, method: str, *args, **kwargs):
+        """Submit ``worker.method(*args)``; returns the ObjectRef."""
+        return getattr(self.actors[index], method).remote(*args, **kwargs)
+
+    def gather(self, refs: dict, timeout: float | None = None) -> dict:
+        """``{index: ref}`` -> ``{index: result}`` of the workers that succeeded; failed
+        ones are restarted (see the module docstring)."""
+        import ray
+
+        if not refs:
+            return {}
+        timeout = self.timeout if timeout is None else timeout
+        by_ref = {ref: index for index, ref in refs.items()}
+        done, pending = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=timeout)
+        if pending:
+            self._timed_out([by_ref[r] for r in pending], timeout)
+        out = {}
+        for ref in done:
+            index = by_ref[ref]
+            try:
+                out[index] = ray.get(ref)
+            except Exception as err:
+                self.fail(index, err)
+        return dict(sorted(out.items()))
+
+    def first(self, refs: dict, timeout: float | None = None):
+        """Wait for the first of ``{ref: index}`` to finish: ``(index, result)``, or
+        ``(index, None)`` if that worker failed (it is then restarting). Removes the ref."""
+        import ray
+
+        timeout = self.timeout if timeout is None else timeout
+        done, _ = ray.wait(list(refs), num_returns=1, timeout=timeout)
+        if not done:
+            self._timed_out(list(refs.values()), timeout)
+        ref = done[0]
+        index = refs.pop(ref)
+        try:
+            return index, ray.get(ref)
+        except Exception as err:
+            self.fail(index, err)
+            return index, None
+
+    def _timed_out(self, indices: list[int], timeout: float) -> None:
+        self.shutdown()
+        names = ", ".join(self.label(i) for i in indices)
+        raise TimeoutError(
+            f"{names} did not answer within timeout={timeout:g}s (a hung env or policy?); "
+            f"every worker was shut down. Raise worker_timeout if a batch legitimately takes "
+            f"longer."
+        )

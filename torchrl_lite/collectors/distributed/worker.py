@@ -1,0 +1,143 @@
+"""RolloutWorker: the one collection worker behind ``RayCollector`` and the Scheme.
+
+A worker owns a collector (``SyncDataCollector``) and a weight setter, built in its own
+process from a zero-argument ``make`` factory; ``collect(weights, version)`` installs new
+weights (if given), gathers one batch and returns it with what the driver needs to know
+about it: the policy version that collected it (policy lag), frames, seconds, finished
+episodes' returns. The same class runs in-process (the Scheme's 1/1 mode) and, wrapped by
+``ray.remote``, as a Ray actor.
+
+Preemption: while ``collect`` runs, ``preempt()`` (from another thread of the actor) asks
+the worker to stop at the next chunk boundary once it holds at least
+``min_fraction`` of its batch; the batch it returns is then shorter in time.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+
+import torch
+
+from torchrl_lite import _keys as K
+
+__all__ = ["RolloutWorker", "episode_returns_of"]
+
+EPISODE_REWARD = "episode_reward"
+
+
+def episode_returns_of(batch) -> list[float]:
+    """Returns of the episodes that ended in ``batch`` (read from ``("next",
+    "episode_reward")`` where ``("next", "done")``; empty without ``RewardSum``)."""
+    nxt = batch.get(K.NEXT)
+    if EPISODE_REWARD not in nxt.keys():
+        return []
+    done = nxt.get(K.DONE).reshape(-1)
+    return nxt.get(EPISODE_REWARD).reshape(-1)[done].tolist()
+
+
+class RolloutWorker:
+    """Collect batches with weights sent by a driver (in-process or as a Ray actor).
+
+    Args:
+        make: zero-argument factory returning ``(collector, set_weights)``: a collector with
+            ``next()`` (and ``state_dict``/``load_state_dict``/``shutdown``), and a callable
+            installing a weights object sent by the driver.
+        seed: ``torch.manual_seed`` is called with it before ``make`` (None: not seeded).
+        chunks: split each batch into this many sub-batches, so that ``preempt`` can end it
+            early (1: no preemption).
+
+    Example:
+        >>> from torchrl_lite.collectors import SyncDataCollector
+        >>> from torchrl_lite.envs import PendulumEnv
+        >>> def make():
+        ...     collector = SyncDataCollector(PendulumEnv(seed=0), None, frames_per_batch=8)
+        ...     return collector, collector.update_policy_weights_
+        >>> worker = RolloutWorker(make, seed=0)
+        >>> batch, meta = worker.collect()
+        >>> batch.batch_size, meta["frames"], meta["version"]
+        (torch.Size([8]), 8, 0)
+        >>> worker.shutdown()
+    """
+
+    def __init__(self, make: Callable, seed: int | None = None, chunks: int = 1):
+        if seed is not None:
+            torch.manual_seed(seed)
+        self.collector, self._set_weights = make()
+        self.chunks = int(chunks)
+        self.version = 0
+        self._preempt = threading.Event()
+        self._min_chunks = self.chunks
+
+    def ping(self) -> int:
+        """The worker's process id (answers once construction succeeded)."""
+        return os.getpid()
+
+    def node_id(self) -> str | None:
+        """The Ray node this worker runs on (None outside Ray)."""
+        try:
+            import ray
+
+            return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+        except ImportError:  # pragma: no cover
+            return None
+
+    def set_weights(self, weights, version: int = 0) -> None:
+        self._set_weights(weights)
+        self.version = int(version)
+
+    def collect(self, weights=None, version: int | None = None, min_fraction: float = 1.0):
+        """One batch (``[*B, T]``, or shorter in ``T`` if preempted) and its metadata."""
+        if weights is not None:
+            self.set_weights(weights, self.version if version is None else version)
+        start = time.perf_counter()
+        self._preempt.clear()
+        if self.chunks == 1:
+            batch = self.collector.next()
+        else:
+            need = max(1, int(-(-min_fraction * self.chunks // 1)))  # ceil
+            parts = []
+            while len(parts) < self.chunks:
+                parts.append(self.collector.next())
+                if self._preempt.is_set() and len(parts) >= need:
+                    break
+            batch = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+        seconds = time.perf_counter() - start
+        meta = {
+            "version": self.version,
+            "frames": batch.numel(),
+            "seconds": seconds,
+            "returns": episode_returns_of(batch),
+            "preempted": self._preempt.is_set(),
+            "pid": os.getpid(),
+        }
+        return batch, meta
+
+    def set_seed(self, seed: int) -> int:
+        """``collector.set_seed(seed)`` (the next batch starts from a reset)."""
+        return self.collector.set_seed(seed)
+
+    def preempt(self) -> None:
+        """Ask a running ``collect`` to return what it holds (see the module docstring)."""
+        self._preempt.set()
+
+    def state_dict(self) -> dict:
+        from torchrl_lite.trainers.checkpoint import rng_state
+
+        return {
+            "collector": self.collector.state_dict(),
+            "rng": rng_state(),
+            "version": self.version,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        from torchrl_lite.trainers.checkpoint import set_rng_state
+
+        self.collector.load_state_dict(state["collector"])
+        set_rng_state(state["rng"])
+        self.version = int(state["version"])
+
+    def shutdown(self) -> None:
+        self.collector.shutdown()
