@@ -34,7 +34,7 @@ SMOKE = os.environ.get("TORCHRL_LITE_SMOKE", "0") == "1"
 # the files this notebook writes go to a fresh folder (the test suite sets its own)
 WORK = os.environ.get("TORCHRL_LITE_WORKDIR") or tempfile.mkdtemp(prefix="torchrl_lite_09_")
 os.chdir(WORK)
-FRAMES = 1_600 if SMOKE else 60_000  # frames per configuration
+FRAMES = 1_600 if SMOKE else 40_000  # frames per configuration
 SIZE = 200  # env steps per env a collection worker gathers per round
 VEC = 2  # envs per collection worker
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

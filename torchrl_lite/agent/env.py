@@ -51,7 +51,8 @@ class EpisodeLogger(gymnasium.Wrapper):
     """Append each finished episode of a gymnasium env to a CSV file: ``r,l,t``.
 
     The file starts with a ``#{json}`` line (start time, env id) and the header ``r,l,t``
-    (return, length, seconds since the logger was made), as gym's ``Monitor`` wrote.
+    (return, length, seconds since the logger was made), as gym's ``Monitor`` wrote; an
+    existing file (a resumed run) is appended to.
 
     Args:
         env: the gymnasium env.
@@ -76,9 +77,10 @@ class EpisodeLogger(gymnasium.Wrapper):
         if folder:
             os.makedirs(folder, exist_ok=True)
         env_id = getattr(getattr(env, "spec", None), "id", None)
-        with open(self.path, "w") as f:
-            f.write("#" + json.dumps({"t_start": self.t_start, "env_id": env_id}) + "\n")
-            f.write("r,l,t\n")
+        if not (os.path.isfile(self.path) and os.path.getsize(self.path)):  # else: resumed
+            with open(self.path, "w") as f:
+                f.write("#" + json.dumps({"t_start": self.t_start, "env_id": env_id}) + "\n")
+                f.write("r,l,t\n")
 
     def reset(self, **kwargs):
         self._return, self._length = 0.0, 0

@@ -236,9 +236,12 @@ class GradientWorker:
 
     def init_process_group(self, address: str, rank: int, world_size: int, weights) -> None:
         """Join the gloo group (all workers call it together) and start from ``weights``."""
+        import datetime
+
         import torch.distributed as dist
 
-        dist.init_process_group("gloo", init_method=address, rank=rank, world_size=world_size)
+        dist.init_process_group("gloo", init_method=address, rank=rank, world_size=world_size,
+                                timeout=datetime.timedelta(seconds=120))  # fmt: skip
         self._world = world_size
         self.set_weights(weights, 0)
 

@@ -91,8 +91,8 @@ class OnPolicyActor(nn.Module):
         if isinstance(action_space, gymnasium.spaces.Box):
             act_dim = int(action_space.shape[-1])
             net = _network(policy_features, act_dim, StateIndependentScale(act_dim))
-            low = torch.as_tensor(action_space.low, dtype=torch.float32)
-            high = torch.as_tensor(action_space.high, dtype=torch.float32)
+            low = torch.tensor(action_space.low, dtype=torch.float32)
+            high = torch.tensor(action_space.high, dtype=torch.float32)
             policy = ProbabilisticActor(
                 TensorDictModule(net, in_keys=in_keys, out_keys=["loc", "scale"]),
                 in_keys=["loc", "scale"],

@@ -331,7 +331,10 @@ class DQN(_OffPolicy):
 
     def _update_targets(self) -> None:
         self.target_updater.step()
-        self._set_epsilon()
+
+    def apply_gradients(self, grads=None) -> None:
+        super().apply_gradients(grads)
+        self._set_epsilon()  # a function of the update count
 
     def get_weights(self) -> dict:
         return {**super().get_weights(), "__epsilon__": self.explore.eps.detach().clone()}

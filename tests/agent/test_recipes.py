@@ -1,0 +1,81 @@
+"""factories_from_recipe: the Scheme's factories build what `torchrl-lite train ALGO` builds."""
+
+import dataclasses
+import pickle
+
+import pytest
+import torch
+
+from torchrl_lite.agent import factories_from_recipe
+from torchrl_lite.recipes import config_for, get_recipe
+
+KEYS = {
+    "algo_factory",
+    "actor_factory",
+    "storage_factory",
+    "train_envs_factory",
+    "test_envs_factory",
+}
+
+
+@pytest.mark.parametrize("name, algo, storage", [
+    ("ppo", "PPO", "GAEBuffer"), ("a2c", "A2C", "GAEBuffer"), ("sac", "SAC", "ReplayBuffer"),
+    ("td3", "TD3", "ReplayBuffer"), ("ddpg", "DDPG", "ReplayBuffer"), ("dqn", "DDQN", "ReplayBuffer"),
+])  # fmt: skip
+def test_factories_build_the_recipe_components(name, algo, storage):
+    cfg = config_for(get_recipe(name))
+    factories = factories_from_recipe(name, cfg)
+    assert set(factories) == KEYS
+    factories = pickle.loads(pickle.dumps(factories))  # the Scheme ships them to workers
+    envs = factories["train_envs_factory"]("cpu", 0)
+    actor = factories["actor_factory"]("cpu")
+    algorithm = factories["algo_factory"]("cpu", actor)
+    buffer = factories["storage_factory"]("cpu", actor, algorithm)
+    assert (type(algorithm).__name__, type(buffer).__name__) == (algo, storage)
+    num_envs = max(1, getattr(cfg, "num_envs", 1))
+    assert envs.batch_size == torch.Size([num_envs])
+    assert buffer.steps_per_collection * num_envs == cfg.frames_per_batch
+    assert algorithm.gamma == cfg.gamma
+    test_env = factories["test_envs_factory"]("cpu", 0)
+    assert test_env.batch_size == torch.Size([1])
+    envs.close()
+    test_env.close()
+
+
+def test_ppo_factories_match_the_recipe():
+    recipe = get_recipe("ppo")
+    cfg = config_for(recipe)
+    factories = factories_from_recipe("ppo", cfg)
+    torch.manual_seed(0)
+    actor = factories["actor_factory"]("cpu")
+    torch.manual_seed(0)
+    policy, value = recipe.make_actor_critic(cfg, recipe.make_train_env(cfg))
+    ours = list(actor.policy.parameters()) + list(actor.value.parameters())
+    theirs = list(policy.parameters()) + list(value.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
+    algo = factories["algo_factory"]("cpu", actor)
+    reference = recipe.make_loss(cfg, policy, value)
+    assert algo.loss_module.clip_epsilon == reference.clip_epsilon
+    assert algo.loss_module.critic_coef == reference.critic_coef
+    assert algo.loss_module.normalize_advantage == reference.normalize_advantage
+    assert algo.optimizers["optimizer"].param_groups[0]["lr"] == cfg.lr
+    assert (algo.num_epochs, algo.mini_batch_size) == (cfg.epochs, cfg.mini_batch_size)
+
+
+def test_a2c_envs_scale_the_learning_reward_only():
+    cfg = config_for(get_recipe("a2c"))
+    envs = factories_from_recipe("a2c", cfg)["train_envs_factory"]("cpu", 0)
+    rollout = envs.rollout(3)
+    reward, returns = rollout["next", "reward"][0, :, 0], rollout["next", "episode_reward"][0, :, 0]
+    torch.testing.assert_close(returns, torch.cumsum(reward, 0) / cfg.reward_scale)
+    envs.close()
+
+
+def test_unknown_or_unsupported_recipe():
+    with pytest.raises(ValueError, match="'ppoo' has no Scheme path. Did you mean 'ppo'"):
+        factories_from_recipe("ppoo", None)
+    with pytest.raises(ValueError, match="'cql' has no Scheme path"):
+        factories_from_recipe("cql", None)
+    cfg = dataclasses.replace(config_for(get_recipe("dqn")), pixels=True)
+    with pytest.raises(ValueError, match="pixels=true is not available on the Scheme path"):
+        factories_from_recipe("dqn", cfg)
