@@ -77,3 +77,23 @@ def test_rssm_policy_restarts_where_is_init_and_filters_elsewhere():
     assert (belief2[0] == 0).all()  # env 0 restarted
     torch.testing.assert_close(belief2[1], expected[1])  # env 1 filtered
     assert first.shape == (2, 1) and first.abs().max() <= 1
+
+
+def test_full_size_config_builds_the_papers_networks():
+    recipe = get_recipe("dreamer")
+    cfg = config_for(recipe, **recipe.FULL_SIZE)
+    assert (cfg.depth, cfg.belief_dim, cfg.batch_size, cfg.slice_len) == (32, 200, 50, 50)
+    from torchrl_lite.data import Composite, Unbounded
+
+    class _Env:
+        observation_spec = Composite(
+            {"pixels_stack": Unbounded((3, 64, 64), dtype=torch.uint8)}, shape=()
+        )
+        action_spec = Bounded(-1.0, 1.0, (1,))
+
+    encoder, decoder, prior, posterior, reward = recipe.make_world_model(cfg, _Env())
+    assert encoder.out_features == 1024  # Dreamer's embedding
+    assert prior.belief_dim == 200 and prior.state_dim == 30
+    small = recipe.make_world_model(config_for(recipe), _Env())
+    count = lambda mods: sum(p.numel() for m in mods for p in m.parameters())  # noqa: E731
+    assert count(small) < count((encoder, decoder, prior, posterior, reward)) / 3
