@@ -5,7 +5,7 @@ thread), stopped when the mean return of the last 10 training episodes reaches t
 or the frame budget runs out. Reports the median and the worst seed. ``TORCHRL_LITE_SMOKE=1``
 runs one seed of the fast cases only.
 
-Usage: ``python bench_learning.py [ALGO/ENV ...]`` (default: every case).
+Usage: ``python bench_learning.py [ALGO/ENV[/pixels] ...]`` (default: every case).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from _common import smoke, write_table
 
-# (algo, env, target, frame budget, seconds allowed per run)
+# (algo, env, target, frame budget, seconds allowed per run[, config overrides])
 CASES = [
     ("ppo", "Pendulum-v1", -200.0, 1_000_000, 1200),
     ("dqn", "CartPole-v1", 475.0, 100_000, 1200),
@@ -32,16 +32,23 @@ CASES = [
     ("ddpg", "Pendulum-v1", -200.0, 8_000, 600),
     ("a2c", "Pendulum-v1", -200.0, 400_000, 900),
     ("redq", "Pendulum-v1", -200.0, 8_000, 900),
+    # from pixels (issue 17). Frames count agent steps: SAC repeats each action 8 times and
+    # Dreamer 4 (12.5k and 25k steps = 100k env frames); an Atari step is 4 emulator frames
+    # (500k steps = 2M frames; Breakout's random policy scores 1.7, Mnih et al. 2015)
+    ("sac", "dm_control/cartpole-swingup", 700.0, 12_500, 36_000, ("pixels=true",)),
+    ("dqn", "CartPole-v1", 475.0, 500_000, 36_000, ("pixels=true",)),
+    ("ppo", "ALE/Breakout-v5", 10.0, 500_000, 36_000),
+    ("dreamer", "dm_control/cartpole-swingup", 300.0, 25_000, 36_000),
 ]
 SEEDS = (0, 1, 2)
 
 
-def run(algo: str, env: str, target: float, frames: int, timeout: int, seed: int) -> dict:
+def run(algo: str, env: str, target: float, frames: int, timeout: int, seed: int, extra=()) -> dict:
     with tempfile.TemporaryDirectory() as out:
         cmd = [
             sys.executable, "-m", "torchrl_lite", "train", algo, "--env", env,
             "--seed", str(seed), "--frames", str(frames), "--out", out,
-            "--logger", "none", "--quiet", f"target={target}",
+            "--logger", "none", "--quiet", f"target={target}", *extra,
         ]  # fmt: skip
         start = time.perf_counter()
         try:
@@ -62,19 +69,21 @@ def run(algo: str, env: str, target: float, frames: int, timeout: int, seed: int
 def main(selected: list[str]) -> None:
     rows = _previous_rows() if selected else []  # a partial rerun replaces its own rows
     seeds = SEEDS[:1] if smoke() else SEEDS
-    for algo, env, target, frames, timeout in CASES:
-        name = f"{algo}/{env}"
+    for algo, env, target, frames, timeout, *extra in CASES:
+        extra = tuple(extra[0]) if extra else ()
+        name = f"{algo}/{env}" + ("/pixels" if "pixels=true" in extra else "")
         if selected and name not in selected:
             continue
-        if smoke() and env.startswith("dm_control/"):
+        if smoke() and (env.startswith(("dm_control/", "ALE/")) or extra):
             continue
-        results = [run(algo, env, target, frames, timeout, s) for s in seeds]
+        results = [run(algo, env, target, frames, timeout, s, extra) for s in seeds]
         solved = [r for r in results if r.get("solved_at_frames")]
         frames_to = [r["solved_at_frames"] for r in solved]
         secs = [r["seconds"] for r in solved]
         print(name, [(r.get("solved_at_frames"), r.get("seconds")) for r in results], flush=True)
+        label = algo.upper() + (" (pixels)" if "pixels=true" in extra else "")
         row = [
-            algo.upper(),
+            label,
             env,
             target,
             f"{len(solved)}/{len(results)}",
@@ -83,7 +92,7 @@ def main(selected: list[str]) -> None:
             f"{statistics.median(secs):.0f}" if secs else "-",
             f"{max(secs):.0f}" if len(solved) == len(results) else "-",
         ]
-        same = [i for i, r in enumerate(rows) if (r[0], r[1]) == (algo.upper(), env)]
+        same = [i for i, r in enumerate(rows) if (r[0], r[1]) == (label, env)]
         if same:
             rows[same[0]] = row
         else:

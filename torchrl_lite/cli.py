@@ -424,9 +424,11 @@ def build_parser() -> argparse.ArgumentParser:
         "algo",
         nargs="?",
         default=None,
-        help="ppo, a2c, dqn, ddpg, td3, sac, redq, cql, iql, td3_bc, dt, odt",
+        help="ppo, a2c, dqn, ddpg, td3, sac, redq, cql, iql, td3_bc, dreamer, dt, odt",
     )
-    p.add_argument("--env", default=None, help="gymnasium id or dm_control/DOMAIN-TASK")
+    p.add_argument(
+        "--env", default=None, help="gymnasium id, dm_control/DOMAIN-TASK or ALE/GAME-v5"
+    )
     p.add_argument("--frames", type=int, default=None, help="frame budget")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--logger", default="csv", choices=["csv", "tensorboard", "wandb", "none"])

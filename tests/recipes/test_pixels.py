@@ -166,3 +166,22 @@ def test_cli_pixel_run_resumes(tmp_path):
     _cli_pixel_run(out)
     assert main(["train", "--resume", str(out), "frames=128", "--quiet", "--logger", "none"]) == 0
     assert json.loads((out / "summary.json").read_text())["frames"] == 128
+
+
+def test_vectorized_pixel_frames_are_each_sub_envs_own_render_across_resets():
+    actions = torch.randint(0, 2, (30, 2), generator=torch.Generator().manual_seed(0))
+    env = make_env("CartPole-v1", num_envs=2, seed=0, pixels=True)
+    steps = iter(range(30))
+    policy = lambda td: td.set("action", F.one_hot(actions[next(steps)], 2))  # noqa: E731
+    rollout = env.rollout(30, policy, break_when_any_done=False)
+    env.close()
+    for i in range(2):  # sub-env i is seeded seed + i; compare up to its first episode end
+        raw = gymnasium.make("CartPole-v1", render_mode="rgb_array")
+        raw.reset(seed=i)
+        for t in range(30):
+            _, _, terminated, truncated, _ = raw.step(int(actions[t, i]))
+            got = rollout["next", PIXELS_STACK][i, t, -1].int()
+            assert (got - _reference_frame(raw.render())[0].int()).abs().max() <= 1, (i, t)
+            if terminated or truncated:
+                break
+        raw.close()

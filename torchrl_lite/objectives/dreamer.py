@@ -225,6 +225,21 @@ class DreamerActorLoss(LossModule):
         model_env: the :class:`~torchrl_lite.envs.DreamerEnv` to imagine in.
         imagination_horizon: ``H``.
         gamma, lmbda: discount and lambda of the returns.
+
+    Example:
+        >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
+        >>> from torchrl_lite.data import Bounded
+        >>> from torchrl_lite.modules import ProbabilisticActor, RewardHead, RSSMPrior, TanhNormal
+        >>> net = nn.Sequential(nn.Linear(8, 2), NormalParamExtractor())
+        >>> actor = ProbabilisticActor(TensorDictModule(net, ["belief"], ["loc", "scale"]),
+        ...     ["loc", "scale"], distribution_class=TanhNormal)
+        >>> env = DreamerEnv(RSSMPrior(1, 4, 8, 8), RewardHead(12, 8), Bounded(-1.0, 1.0, (1,)))
+        >>> loss = DreamerActorLoss(actor, RewardHead(12, 8), env, imagination_horizon=3)
+        >>> batch = TensorDict(next=TensorDict(state=torch.zeros(2, 5, 4),
+        ...     belief=torch.zeros(2, 5, 8), batch_size=[2, 5]), batch_size=[2, 5])
+        >>> out, imagined = loss(batch)
+        >>> imagined.batch_size, out["loss_actor"].shape
+        (torch.Size([10, 3]), torch.Size([]))
     """
 
     def __init__(
@@ -319,6 +334,26 @@ class DreamerLoss(LossModule):
         actor_loss: a :class:`DreamerActorLoss` imagining with the same prior/reward head.
         value_loss: a :class:`DreamerValueLoss` with the actor loss's value model.
         slice_len: the replay sample ``[B * T]`` is reshaped to ``[B, slice_len]``.
+
+    Example:
+        >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
+        >>> from torchrl_lite.data import Bounded
+        >>> from torchrl_lite.modules import (ObsDecoder, ObsEncoder, ProbabilisticActor,
+        ...     RewardHead, RSSMPosterior, RSSMPrior, TanhNormal)
+        >>> enc, prior, reward, value = ObsEncoder(3, 2), RSSMPrior(1, 4, 8, 8), RewardHead(12, 8), RewardHead(12, 8)
+        >>> model = DreamerModelLoss(enc, ObsDecoder(12, 3, 2), prior,
+        ...     RSSMPosterior(8, enc.out_features, 4, 8), reward)
+        >>> net = nn.Sequential(nn.Linear(8, 2), NormalParamExtractor())
+        >>> actor = ProbabilisticActor(TensorDictModule(net, ["belief"], ["loc", "scale"]),
+        ...     ["loc", "scale"], distribution_class=TanhNormal)
+        >>> imagine = DreamerEnv(prior, reward, Bounded(-1.0, 1.0, (1,)))
+        >>> loss = DreamerLoss(model, DreamerActorLoss(actor, value, imagine, imagination_horizon=3),
+        ...     DreamerValueLoss(value), slice_len=4)
+        >>> px = torch.zeros(8, 3, 64, 64, dtype=torch.uint8)
+        >>> sample = TensorDict(pixels=px, action=torch.zeros(8, 1), next=TensorDict(pixels=px,
+        ...     reward=torch.zeros(8, 1), batch_size=[8]), batch_size=[8])
+        >>> sorted(k for k in loss(sample).keys() if k.startswith("loss_"))
+        ['loss_actor', 'loss_model_kl', 'loss_model_reco', 'loss_model_reward', 'loss_value']
     """
 
     def __init__(self, model_loss, actor_loss, value_loss, slice_len: int | None = None):

@@ -4,7 +4,11 @@ Paper: Schulman et al. 2017, https://arxiv.org/abs/1707.06347. The defaults solv
 Pendulum-v1 (mean return >= -200) in about 40k frames; ``dm_control/...`` envs get the
 longer-horizon settings of ``ENV_DEFAULTS``. ``pixels=true`` learns from rendered frames
 (actor and critic each with their own ConvNet encoder) with ``PIXEL_DEFAULTS``: a
-starting point that trains without errors, not settings seen to solve any env.
+starting point that trains without errors, not settings seen to solve any env. Discrete
+action spaces get a categorical policy; ``ALE/GAME-v5`` ids (e.g. ``ALE/Breakout-v5``)
+observe the standard preprocessed Atari screen (see ``recipes/common.py``) and use the
+paper's Atari settings (``ENV_DEFAULTS["atari"]``); ``frames`` counts agent steps (4
+emulator frames each).
 """
 
 from __future__ import annotations

@@ -199,7 +199,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         logger=logger,
         progress_bar=progress_bar,
         save_trainer_file=checkpoint,
-        save_trainer_interval=5_000,
+        save_trainer_interval=500 if cfg.pixels else 5_000,  # pixel runs are slow: resume often
         log_interval=1_000,
     )
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(cfg.buffer_size), transform=transform)

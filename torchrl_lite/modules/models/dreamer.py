@@ -234,6 +234,20 @@ class RSSMPolicy(TensorDictModuleBase):
         low, high: the action bounds (the noisy action is clipped to them).
         pixels_key: the image entry.
         exploration_noise: the noise scale while exploring.
+
+    Example:
+        >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
+        >>> from torchrl_lite.modules import ProbabilisticActor, TanhNormal
+        >>> enc, prior = ObsEncoder(3, depth=2), RSSMPrior(1, 4, 8, 8)
+        >>> post = RSSMPosterior(8, enc.out_features, 4, 8)
+        >>> net = nn.Sequential(nn.Linear(8, 2), NormalParamExtractor())
+        >>> actor = ProbabilisticActor(TensorDictModule(net, ["belief"], ["loc", "scale"]),
+        ...     ["loc", "scale"], distribution_class=TanhNormal)
+        >>> policy = RSSMPolicy(enc, prior, post, actor, -1.0, 1.0)
+        >>> td = TensorDict(pixels=torch.zeros(2, 3, 64, 64, dtype=torch.uint8),
+        ...     is_init=torch.ones(2, 1, dtype=torch.bool), batch_size=[2])
+        >>> policy(td)["action"].shape
+        torch.Size([2, 1])
     """
 
     def __init__(

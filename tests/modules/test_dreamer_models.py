@@ -1,0 +1,99 @@
+"""Dreamer networks: shapes, the 64x64 check, and RSSMPolicy's filter against a hand loop."""
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from torchrl_lite.data import Bounded
+from torchrl_lite.envs import DreamerEnv, ExplorationType, set_exploration_type
+from torchrl_lite.modules import ObsDecoder, ObsEncoder, RewardHead, RSSMPosterior, RSSMPrior
+from torchrl_lite.modules.models.dreamer import RSSMPolicy, scale_image
+from torchrl_lite.recipes import config_for, get_recipe
+
+
+def test_encoder_decoder_shapes_and_scale():
+    enc, dec = ObsEncoder(3, depth=4), ObsDecoder(10, 3, depth=4)
+    x = torch.full((2, 3, 3, 64, 64), 255, dtype=torch.uint8)
+    assert enc(x).shape == (2, 3, 128) and dec(torch.zeros(2, 3, 10)).shape == (2, 3, 3, 64, 64)
+    assert scale_image(x).max() == 0.5 and scale_image(torch.zeros(1)).item() == 0.0
+    with pytest.raises(ValueError, match="expects 64x64 images, got \\[84, 84\\]"):
+        enc(torch.zeros(1, 3, 84, 84))
+
+
+def test_prior_posterior_std_floor_and_sample_statistics():
+    prior = RSSMPrior(2, 4, 8, 8, min_std=0.1)
+    mean, std, state, belief = prior(
+        torch.zeros(4096, 4), torch.zeros(4096, 8), torch.zeros(4096, 2)
+    )
+    assert (std > 0.1).all() and belief.shape == (4096, 8)
+    torch.testing.assert_close(state.mean(0), mean.mean(0), atol=0.05, rtol=0)
+    _, std, _ = RSSMPosterior(8, 5, 4, 8, min_std=0.2)(torch.zeros(3, 8), torch.zeros(3, 5))
+    assert (std > 0.2).all()
+
+
+def test_dreamer_env_rollout_matches_a_hand_loop_and_needs_start_states():
+    torch.manual_seed(0)
+    prior, rew = RSSMPrior(1, 4, 8, 8), RewardHead(12, 8)
+    env = DreamerEnv(prior, rew, Bounded(-1.0, 1.0, (1,)))
+    start = TensorDict(state=torch.randn(3, 4), belief=torch.randn(3, 8), batch_size=[3])
+    actions = torch.rand(3, 4, 1) * 2 - 1
+    steps = iter(range(4))
+    policy = lambda td: td.set("action", actions[:, next(steps)])  # noqa: E731
+    torch.manual_seed(1)
+    out = env.rollout(4, policy, auto_reset=False, tensordict=start.clone())
+    torch.manual_seed(1)
+    s, h = start["state"], start["belief"]
+    for t in range(4):
+        _, _, s, h = prior(s, h, actions[:, t])
+        torch.testing.assert_close(out["next", "reward"][:, t], rew(torch.cat([s, h], -1)))
+    torch.testing.assert_close(out["next", "state"][:, -1], s)
+    assert not out["next", "done"].any()
+    with pytest.raises(KeyError, match="DreamerEnv starts from model states"):
+        env.reset()
+
+
+def test_rssm_policy_restarts_where_is_init_and_filters_elsewhere():
+    torch.manual_seed(0)
+    cfg = config_for(get_recipe("dreamer"), state_dim=4, belief_dim=8, hidden=8)
+
+    class _Env:
+        action_spec = Bounded(-1.0, 1.0, (1,))
+
+    actor, _ = get_recipe("dreamer").make_actor_value(cfg, _Env())
+    enc = ObsEncoder(3, depth=2)
+    prior, post = RSSMPrior(1, 4, 8, 8), RSSMPosterior(8, enc.out_features, 4, 8)
+    policy = RSSMPolicy(enc, prior, post, actor, -1.0, 1.0, "pixels", exploration_noise=0.0)
+    px = torch.randint(0, 256, (2, 3, 64, 64), dtype=torch.uint8)
+    td = lambda init: TensorDict(pixels=px, is_init=torch.tensor([[init], [False]]), batch_size=[2])  # noqa: E731
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        first = policy(td(True))["action"]
+        state, belief, action = policy._carry
+        assert (belief == 0).all()  # nothing carried yet: both start
+        torch.manual_seed(3)
+        policy(td(True))
+        _, belief2, _ = policy._carry
+        torch.manual_seed(3)
+        expected = prior(state, belief, action)[3]
+    assert (belief2[0] == 0).all()  # env 0 restarted
+    torch.testing.assert_close(belief2[1], expected[1])  # env 1 filtered
+    assert first.shape == (2, 1) and first.abs().max() <= 1
+
+
+def test_full_size_config_builds_the_papers_networks():
+    recipe = get_recipe("dreamer")
+    cfg = config_for(recipe, **recipe.FULL_SIZE)
+    assert (cfg.depth, cfg.belief_dim, cfg.batch_size, cfg.slice_len) == (32, 200, 50, 50)
+    from torchrl_lite.data import Composite, Unbounded
+
+    class _Env:
+        observation_spec = Composite(
+            {"pixels_stack": Unbounded((3, 64, 64), dtype=torch.uint8)}, shape=()
+        )
+        action_spec = Bounded(-1.0, 1.0, (1,))
+
+    encoder, decoder, prior, posterior, reward = recipe.make_world_model(cfg, _Env())
+    assert encoder.out_features == 1024  # Dreamer's embedding
+    assert prior.belief_dim == 200 and prior.state_dim == 30
+    small = recipe.make_world_model(config_for(recipe), _Env())
+    count = lambda mods: sum(p.numel() for m in mods for p in m.parameters())  # noqa: E731
+    assert count(small) < count((encoder, decoder, prior, posterior, reward)) / 3

@@ -1,0 +1,191 @@
+"""SAC from pixels (DrQ), Dreamer and Atari recipes; pixels on an env that cannot render."""
+
+import json
+
+import gymnasium
+import pytest
+import torch
+from tensordict import TensorDict
+
+from torchrl_lite.cli import main
+from torchrl_lite.envs import RandomShift, check_env_specs
+from torchrl_lite.recipes import config_for, get_recipe
+from torchrl_lite.recipes.common import PIXELS_STACK, apply_overrides, make_env
+
+
+class _NoRender(gymnasium.Env):
+    metadata = {"render_modes": ["human"]}
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,))
+    action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,))
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+
+
+gymnasium.register("NoRenderTest-v0", entry_point=_NoRender)
+
+
+def test_pixels_on_an_env_that_cannot_render_names_the_env_and_render_mode():
+    msg = "render_mode='rgb_array'.*'NoRenderTest-v0' offers render modes \\['human'\\]"
+    with pytest.raises(ValueError, match=msg):
+        make_env("NoRenderTest-v0", pixels=True)
+    recipe = get_recipe("dqn")
+    with pytest.raises(ValueError, match="'NoRenderTest-v0'"):
+        recipe.make_train_env(config_for(recipe, "NoRenderTest-v0", pixels=True))
+
+
+def test_dreamer_on_a_non_pixel_env_is_a_clear_error():
+    recipe = get_recipe("dreamer")
+    with pytest.raises(ValueError, match="render_mode='rgb_array'.*'NoRenderTest-v0'"):
+        recipe.make_train_env(config_for(recipe, "NoRenderTest-v0"))
+
+
+def test_atari_env_is_preprocessed_the_standard_way():
+    pytest.importorskip("ale_py")
+    env = make_env("ALE/Pong-v5", num_envs=2, seed=0)
+    spec = env.observation_spec[PIXELS_STACK]
+    assert spec.shape == (2, 4, 84, 84) and spec.dtype == torch.uint8
+    check_env_specs(env)
+    td = env.rollout(40, break_when_any_done=False)
+    assert td["next", "reward"].abs().max() <= 1  # clipped for learning
+    assert (td["next", PIXELS_STACK][:, :-1] == td[PIXELS_STACK][:, 1:]).all()
+    env.close()
+
+
+def _drq_loss(seed=0):
+    recipe = get_recipe("sac")
+    cfg = config_for(recipe, "dm_control/cartpole-swingup", pixels=True, hidden=16, feature_dim=8)
+
+    class _Env:  # what the builders read: a [4, 64, 64] stack and a 1-d action
+        from torchrl_lite.data import Bounded, Composite, Unbounded
+
+        observation_spec = Composite(
+            {PIXELS_STACK: Unbounded((4, 64, 64), dtype=torch.uint8)}, shape=()
+        )
+        action_spec = Bounded(-1.0, 1.0, (1,))
+
+    torch.manual_seed(seed)
+    encoder = recipe.make_encoder(cfg, _Env())
+    actor, qvalue = recipe.make_actor_qvalue(cfg, _Env(), recipe.FEATURES, cfg.feature_dim)
+    from torchrl_lite.objectives import DrQLoss, SACLoss
+
+    sac = SACLoss(actor, qvalue, action_spec=_Env.action_spec, gamma=0.99)
+    return DrQLoss(encoder, sac, pixels_key=PIXELS_STACK, feature_key=recipe.FEATURES), encoder
+
+
+def _pixel_batch(n=16):
+    g = torch.Generator().manual_seed(0)
+    px = lambda: torch.randint(0, 256, (n, 4, 64, 64), generator=g, dtype=torch.uint8)  # noqa: E731
+    flag = torch.zeros(n, 1, dtype=torch.bool)
+    return TensorDict(
+        {PIXELS_STACK: px(), "action": torch.rand(n, 1, generator=g) * 2 - 1,
+         "next": {PIXELS_STACK: px(), "reward": torch.rand(n, 1, generator=g), "done": flag, "terminated": flag}},
+        batch_size=[n],
+    )  # fmt: skip
+
+
+def test_drq_encoder_is_trained_by_the_critic_only_and_matches_sac_on_its_features():
+    loss, encoder = _drq_loss()
+    batch = _pixel_batch()
+    torch.manual_seed(1)
+    out = loss(batch)
+    enc_params = list(encoder.parameters())
+    actor_grads = torch.autograd.grad(
+        out["loss_actor"] + out["loss_alpha"], enc_params, retain_graph=True, allow_unused=True
+    )
+    assert all(g is None or g.abs().sum() == 0 for g in actor_grads)
+    critic_grads = torch.autograd.grad(out["loss_qvalue"], enc_params, allow_unused=True)
+    assert any(g is not None and g.abs().sum() > 0 for g in critic_grads)
+    # the same numbers as SACLoss on the features (online encoder now, target encoder next)
+    with torch.no_grad():
+        feats = TensorDict(
+            {"features": encoder(batch[PIXELS_STACK]), "action": batch["action"],
+             "next": {"features": loss.target_encoder(batch["next", PIXELS_STACK]),
+                      **{k: batch["next", k] for k in ("reward", "done", "terminated")}}},
+            batch_size=[16],
+        )  # fmt: skip
+        torch.manual_seed(1)
+        ref = loss.sac_loss(feats.clone())  # the critic pass draws first
+        torch.manual_seed(1)
+        loss.sac_loss(feats.clone())
+        ref_actor = loss.sac_loss(feats.clone())
+    torch.testing.assert_close(out["loss_qvalue"], ref["loss_qvalue"])
+    torch.testing.assert_close(out["loss_actor"], ref_actor["loss_actor"])
+
+
+def test_drq_critic_loss_goes_down_on_a_fixed_batch():
+    loss, _ = _drq_loss()
+    batch = _pixel_batch(8)
+    opt = torch.optim.Adam(loss.parameters(), lr=1e-3)
+    values = []
+    for _ in range(20):
+        out = loss(batch.clone())
+        values.append(out["loss_qvalue"].item())
+        opt.zero_grad()
+        (out["loss_qvalue"] + out["loss_actor"] + out["loss_alpha"]).backward()
+        opt.step()
+    assert sum(values[-5:]) < 0.5 * sum(values[:5])
+
+
+@pytest.mark.dm_control
+def test_sac_pixel_policy_shares_the_encoder_and_the_buffer_shifts_uint8_samples():
+    pytest.importorskip("dm_control")
+    recipe = get_recipe("sac")
+    cfg = apply_overrides(
+        config_for(recipe, "dm_control/cartpole-swingup", frames=16),
+        {"pixels": "true", "hidden": "16", "feature_dim": "8", "init_random_frames": "16"},
+    )
+    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
+    assert cfg.action_repeat == 8 and PIXELS_STACK in policy.in_keys
+    encoder = trainer.loss_module.encoder
+    assert any(p is q for p in encoder.parameters() for q in policy.parameters())  # one encoder
+    trainer.train()  # random frames only: fills the buffer
+    hook = next(op.__self__ for op, _ in trainer._ops["process_optim_batch"])
+    stored = hook.replay_buffer.storage.get(torch.arange(8))
+    assert stored[PIXELS_STACK].dtype == torch.uint8
+    shift = hook.replay_buffer.transform
+    assert isinstance(shift, RandomShift) and shift.pad == cfg.pad
+    assert hook.replay_buffer.sample(64)[PIXELS_STACK].dtype == torch.uint8
+    trainer.collector.shutdown() if hasattr(trainer.collector, "shutdown") else None
+
+
+@pytest.mark.slow
+@pytest.mark.dm_control
+def test_sac_pixels_cli_trains_and_resumes(tmp_path):
+    pytest.importorskip("dm_control")
+    tiny = ["hidden=16", "feature_dim=8", "batch_size=4", "init_random_frames=16"]
+    out = tmp_path / "sac"
+    args = ["train", "sac", "--env", "dm_control/cartpole-swingup", "--frames", "24"]
+    assert (
+        main([*args, "--out", str(out), "--quiet", "--logger", "none", "pixels=true", *tiny]) == 0
+    )
+    assert main(["train", "--resume", str(out), "frames=32", "--quiet", "--logger", "none"]) == 0
+    assert json.loads((out / "summary.json").read_text())["frames"] == 32
+
+
+@pytest.mark.slow
+@pytest.mark.dm_control
+def test_dreamer_trains_a_few_batches_from_pixels_and_evaluates(tmp_path, capsys):
+    pytest.importorskip("dm_control")
+    tiny = ["init_random_frames=24", "frames_per_batch=24", "optim_steps_per_batch=2",
+            "batch_size=2", "slice_len=8", "depth=2", "belief_dim=8", "hidden=8", "horizon=3",
+            "action_repeat=8"]  # fmt: skip
+    out = tmp_path / "dreamer"
+    args = ["train", "dreamer", "--frames", "48", "--out", str(out), "--quiet", "--logger", "none"]
+    assert main([*args, *tiny]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(out), "--episodes", "1"]) == 0
+    assert "over 1 episodes" in capsys.readouterr().out
+
+
+def test_ppo_acts_with_a_categorical_policy_on_discrete_actions():
+    recipe = get_recipe("ppo")
+    cfg = config_for(recipe, "CartPole-v1", frames=64, frames_per_batch=32, num_envs=2)
+    cfg = apply_overrides(cfg, {"mini_batch_size": "16", "epochs": "1", "hidden": "8"})
+    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
+    trainer.train()
+    env = recipe.make_train_env(cfg)
+    td = policy(env.reset())
+    assert td["action"].sum(-1).eq(1).all() and "logits" in td.keys()
+    assert td["sample_log_prob"].shape == (2,)
+    env.close()
