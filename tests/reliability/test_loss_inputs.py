@@ -10,7 +10,7 @@ import torchrl_lite.objectives._input_checks as checks
 from tests.objectives.loss_nets import critic, gaussian_actor, qvalue_actor, transitions
 from tests.objectives.offpolicy_utils import make_actor, make_batch, make_qvalue, make_value
 from torchrl_lite.data import Bounded
-from torchrl_lite.modules import Actor, MLP
+from torchrl_lite.modules import MLP, Actor
 from torchrl_lite.objectives import (
     A2CLoss,
     ClipPPOLoss,
