@@ -18,9 +18,7 @@ class UserEnv(EnvBase):
         super().__init__(batch_size=[batch] if batch else [])
         self.broken = broken
         b = tuple(self.batch_size)
-        self.observation_spec = Composite(
-            observation=Unbounded((*b, 2)), shape=self.batch_size
-        )
+        self.observation_spec = Composite(observation=Unbounded((*b, 2)), shape=self.batch_size)
         self.action_spec = Categorical(2, shape=b)
         self.reward_spec = Unbounded((*b, 1))
         self.done_spec = Composite(

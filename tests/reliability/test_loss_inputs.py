@@ -102,3 +102,41 @@ def test_continuous_loss_rejects_actions_of_another_shape(name, build):
         loss(batch)
     out = loss(make_batch())  # and the right shape goes through
     assert all(torch.isfinite(v).all() for k, v in out.items() if k.startswith("loss"))
+
+
+def trajectory(with_ids=True):
+    """One env's batch [8] in time order: two episodes of 4 steps (obs 0..3, then 100..103)."""
+    from tensordict import TensorDict
+
+    obs = torch.tensor([0.0, 1, 2, 3, 100, 101, 102, 103]).unsqueeze(-1)  # [T, 1]
+    done = torch.zeros(8, 1, dtype=torch.bool)
+    done[3] = True
+    td = TensorDict(
+        {
+            "observation": obs,
+            "next": {"observation": obs + 1, "reward": torch.ones(8, 1), "done": done},
+        },
+        [8],
+    )
+    if with_ids:
+        td["collector", "traj_ids"] = (torch.arange(8) > 3).long()
+    return td
+
+
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_estimator_warns_once_on_a_batch_that_is_not_a_trajectory(with_ids):
+    import warnings
+
+    from torchrl_lite.objectives.value import GAE
+
+    value = critic(obs=1)[0]
+    gae = GAE(gamma=0.9, lmbda=0.9, value_network=value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        GAE(gamma=0.9, lmbda=0.9, value_network=value)(trajectory(with_ids=with_ids))
+    shuffled = trajectory(with_ids=with_ids)[torch.tensor([6, 1, 4, 0, 7, 2, 5, 3])]
+    with pytest.warns(UserWarning, match=r"GAE ran over a batch \[8\].*not a trajectory"):
+        gae(shuffled)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gae(shuffled)  # checked once: the next batches pay nothing

@@ -7,13 +7,24 @@
   to carry the advantage; say so, and the two ways to provide it.
 - :func:`check_action_shape`: a continuous-control loss's batch actions have the shape the
   actor's action spec gives (SAC, TD3, DDPG, CQL, IQL).
+- :func:`warn_if_not_trajectory`: a value estimator's batch runs along time (a shuffled
+  minibatch gives wrong advantages without any error).
 """
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
-__all__ = ["check_action_shape", "check_discrete_actions", "missing_advantage_message"]
+from torchrl_lite import _keys as K
+
+__all__ = [
+    "check_action_shape",
+    "check_discrete_actions",
+    "missing_advantage_message",
+    "warn_if_not_trajectory",
+]
 
 
 def first_call(loss, name: str) -> bool:
@@ -97,4 +108,37 @@ def check_action_shape(loss_name: str, key, action: torch.Tensor, spec, batch_di
             f"{loss_name}: action {key!r} has shape {list(action.shape)} (per item "
             f"{list(item)}), but the actor's action spec has shape {list(expected)} ({spec}); "
             f"the batch's actions must come from this actor's action space."
+        )
+
+
+def warn_if_not_trajectory(estimator: str, td, done: torch.Tensor) -> None:
+    """Warn when the batch's last dim does not run along time (e.g. a shuffled minibatch).
+
+    Read from ``("collector", "traj_ids")`` when present (the id changes only after a done),
+    else from the observations (``("next", "observation")`` at ``t`` is ``"observation"`` at
+    ``t + 1`` unless done).
+    """
+    if td.batch_size[-1] < 2:
+        return
+    cont = ~done[..., :-1, 0]  # [*B, T-1]: steps that a trajectory continues after
+    ids = td.get(K.TRAJ_IDS, None)
+    if ids is not None and ids.shape[: td.batch_dims] == td.batch_size:
+        ids = ids.reshape(td.batch_size)
+        broken = (ids[..., 1:] != ids[..., :-1]) & cont
+        suspicious = bool(broken.any())
+    else:
+        obs, nxt = td.get(K.OBSERVATION, None), td.get((K.NEXT, K.OBSERVATION), None)
+        if obs is None or nxt is None or obs.shape != nxt.shape:
+            return
+        tdim, steps = td.batch_dims - 1, td.batch_size[-1] - 1
+        same = nxt.narrow(tdim, 0, steps) == obs.narrow(tdim, 1, steps)  # [*B, T-1, ...]
+        same = same.reshape(*cont.shape, -1).all(-1)
+        suspicious = bool(cont.any()) and float((~same & cont).sum()) > 0.5 * float(cont.sum())
+    if suspicious:
+        warnings.warn(
+            f"{estimator} ran over a batch {list(td.batch_size)} whose last dim is not a "
+            f"trajectory in time order (e.g. a shuffled minibatch): the advantages are wrong. "
+            f"Compute them on the collected [envs, time] batch, then split it into minibatches.",
+            UserWarning,
+            stacklevel=4,
         )

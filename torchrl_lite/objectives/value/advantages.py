@@ -25,6 +25,7 @@ from torch import nn
 
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
+from torchrl_lite.objectives._input_checks import first_call, warn_if_not_trajectory
 from torchrl_lite.objectives.value.functional import (
     generalized_advantage_estimate,
     td0_return_estimate,
@@ -201,6 +202,8 @@ class ValueEstimatorBase(nn.Module):
                     f"{list(tensor.shape)} but the batch is {list(td.batch_size)}; expected "
                     f"{[*td.batch_size, 1]} (time is the last batch dim)."
                 )
+        if first_call(self, "trajectory"):  # once: a shuffled minibatch is no trajectory
+            warn_if_not_trajectory(type(self).__name__, td, done)
         with torch.set_grad_enabled(self.differentiable and torch.is_grad_enabled()):
             value, next_value = self._values(td, need_value, next_value)
             if self.average_rewards:
