@@ -140,3 +140,14 @@ def test_estimator_warns_once_on_a_batch_that_is_not_a_trajectory(with_ids):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         gae(shuffled)  # checked once: the next batches pay nothing
+
+
+def test_one_step_estimator_does_not_warn_on_shuffled_transitions():
+    import warnings
+
+    from torchrl_lite.objectives.value import TD0Estimator
+
+    shuffled = trajectory()[torch.tensor([6, 1, 4, 0, 7, 2, 5, 3])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # TD(0) targets are one step: a replay sample is fine
+        TD0Estimator(gamma=0.9, value_network=critic(obs=1)[0])(shuffled)
