@@ -116,6 +116,8 @@ class TanhNormal(D.Distribution):
         upscale: with ``tanh_loc``, the location becomes ``upscale * tanh(loc / upscale)``.
         tanh_loc: squash the location into ``±upscale`` first.
         event_dims: trailing dims that form one event (default 1: ``log_prob`` is ``[*B]``).
+        validate_args: check ``scale > 0`` and a real ``loc`` (ValueError naming the
+            parameter); off by default, as it costs a host sync per distribution.
 
     ``mode`` and ``deterministic_sample`` are ``c + h * tanh(loc)``; ``entropy()`` is a
     Monte-Carlo estimate (differentiable); ``mean`` has no closed form (not implemented).
@@ -146,6 +148,7 @@ class TanhNormal(D.Distribution):
         upscale: float | torch.Tensor = 5.0,
         tanh_loc: bool = False,
         event_dims: int | None = None,
+        validate_args: bool = False,
     ):
         loc = _squash_loc(loc, upscale, tanh_loc)
         if not isinstance(scale, torch.Tensor):
@@ -164,7 +167,9 @@ class TanhNormal(D.Distribution):
         self.event_dims = _event_dims(loc, event_dims)
         split = loc.dim() - self.event_dims
         self._event_numel = math.prod(shape[split:])
-        super().__init__(shape[:split], shape[split:], validate_args=False)
+        # validate_args=True: torch checks scale > 0 and a real loc (a host sync, so off by
+        # default: pass it through ProbabilisticActor's distribution_kwargs while debugging)
+        super().__init__(shape[:split], shape[split:], validate_args=validate_args)
 
     @property
     def low(self):
@@ -269,6 +274,7 @@ class IndependentNormal(D.Independent):
         upscale: with ``tanh_loc``, the mean becomes ``upscale * tanh(loc / upscale)``.
         tanh_loc: squash the mean into ``±upscale`` first.
         event_dim: trailing dims that form one event (default 1).
+        validate_args: check ``scale > 0`` (ValueError naming it; a host sync, off by default).
 
     Example:
         >>> dist = IndependentNormal(torch.zeros(4, 2), torch.ones(4, 2))
@@ -285,9 +291,10 @@ class IndependentNormal(D.Independent):
         upscale: float = 5.0,
         tanh_loc: bool = False,
         event_dim: int = 1,
+        validate_args: bool = False,
     ):
         loc = _squash_loc(loc, upscale, tanh_loc)
-        base = D.Normal(loc, scale, validate_args=False)
+        base = D.Normal(loc, scale, validate_args=validate_args)
         super().__init__(base, min(event_dim, base.loc.dim()), validate_args=False)
 
     @property
