@@ -81,3 +81,14 @@ def test_observation_norm_shape_checked_at_attach_naming_key_and_shapes():
     fits = ObservationNorm(loc=torch.zeros(3), scale=torch.ones(1), in_keys=["observation"])
     env = TransformedEnv(GymEnv("Pendulum-v1"), fits)
     assert env.rollout(2)["observation"].shape == (2, 3)
+
+
+@pytest.mark.parametrize("name", ["TanhNormal", "IndependentNormal"])
+def test_distribution_scale_checked_with_validate_args(name):
+    from torchrl_lite.modules.distributions import continuous
+
+    cls = getattr(continuous, name)
+    with pytest.raises(ValueError, match=r"parameter scale .*GreaterThan\(lower_bound=0.0\)"):
+        cls(torch.zeros(3, 2), torch.tensor([1.0, -1.0]).expand(3, 2), validate_args=True)
+    cls(torch.zeros(3, 2), torch.ones(3, 2), validate_args=True)  # valid: builds
+    cls(torch.zeros(3, 2), -torch.ones(3, 2))  # off by default: no host sync per policy call

@@ -458,9 +458,12 @@ class EnvBase:
                 td_step, td = self.step_and_maybe_reset(td)
                 recorder.record(td_step)
                 continue
-            if not self._checked_action:
+            checking = not self._checked_action
+            if checking:
                 self._check_action(td)
             next_td = self._step(td)  # reset was checked above: skip step()'s checks
+            if checking:
+                check_step_output(self, next_td)
             td._set_str(K.NEXT, next_td, validated=True, inplace=False)
             recorder.record(td)
             if callback is not None:

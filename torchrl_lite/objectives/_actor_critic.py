@@ -15,7 +15,8 @@ from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
 from torchrl_lite import _keys as K
-from torchrl_lite.objectives.common import LossModule, _LossValueError
+from torchrl_lite.objectives._input_checks import missing_advantage_message
+from torchrl_lite.objectives.common import LossModule, _LossKeyError, _LossValueError
 from torchrl_lite.objectives.utils import (
     check_distance,
     distance_loss,
@@ -164,6 +165,10 @@ class OnPolicyLoss(LossModule):
     def _advantage(self, td: TensorDictBase) -> torch.Tensor:
         """``[*B]`` advantage from the batch, computed by the value estimator if absent."""
         adv = td.get(self.tensor_keys.advantage, None)
+        if adv is None and self.critic_network is None:
+            raise _LossKeyError(
+                missing_advantage_message(type(self).__name__, self.tensor_keys.advantage)
+            )
         if adv is None:
             with torch.no_grad():
                 self._estimate(td)

@@ -17,6 +17,7 @@ from torch import nn
 
 from torchrl_lite import _keys as K
 from torchrl_lite.data.composite_spec import Composite
+from torchrl_lite.objectives._input_checks import check_action_shape, first_call
 from torchrl_lite.objectives.common import LossModule, _LossValueError
 from torchrl_lite.objectives.utils import distance_loss
 from torchrl_lite.objectives.value import ValueEstimators
@@ -167,6 +168,19 @@ class OffPolicyLoss(LossModule):
         nxt = [_next(k) for k in _unique(k for net in next_networks for k in self._obs_keys(net))]
         return _unique([*root, keys.action, *nxt, _next(keys.reward), _next(keys.done)])
 
+    def _check_batch_action(self, td: TensorDictBase) -> None:
+        key = self.tensor_keys.action
+        actor = getattr(self, "actor_network", None)
+        spec = action_spec_of(None, actor, key) if actor is not None else None
+        action = td.get(key, None)
+        if spec is None or action is None or not hasattr(spec, "shape"):
+            return
+        try:
+            check_action_shape(type(self).__name__, key, action, spec, td.batch_dims)
+        except ValueError as err:
+            self._checked_inputs.discard("action_shape")
+            raise _LossValueError(str(err)) from err
+
     def _next_td(self, td: TensorDictBase) -> TensorDictBase:
         next_td = td.get(K.NEXT, None)
         if next_td is None:
@@ -182,6 +196,8 @@ class OffPolicyLoss(LossModule):
         """
         net = getattr(self, self._q_name)
         if action is None:
+            if first_call(self, "action_shape"):  # once: the batch's actions fit the actor
+                self._check_batch_action(td)
             return td.select(*net.in_keys)
         inp = td.select(*self._obs_keys(net))
         if samples is not None:

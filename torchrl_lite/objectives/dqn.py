@@ -23,6 +23,7 @@ from torchrl_lite.modules.tensordict_module.qvalue import (
     QValueModule,
     resolve_action_space,
 )
+from torchrl_lite.objectives._input_checks import check_discrete_actions, first_call
 from torchrl_lite.objectives.common import LossModule, _LossValueError
 from torchrl_lite.objectives.utils import action_index, check_distance, distance_loss
 from torchrl_lite.objectives.value import ValueEstimators
@@ -117,6 +118,16 @@ class _QLossBase(LossModule):
             index = action_index(action, n_actions, self.action_space)
         except ValueError as err:
             raise _LossValueError(f"{type(self).__name__}: {err}") from err
+        if first_call(self, "discrete_actions"):  # once: a host sync
+            one_hot = action.dim() > 0 and action.shape[-1] == n_actions and n_actions > 1
+            one_hot = self.action_space == "one_hot" or (self.action_space is None and one_hot)
+            try:
+                check_discrete_actions(
+                    type(self).__name__, self.tensor_keys.action, action, n_actions, one_hot
+                )
+            except ValueError as err:
+                self._checked_inputs.discard("discrete_actions")  # check the next batch too
+                raise _LossValueError(str(err)) from err
         if index.shape != td.batch_size:
             if index.shape[:-1] == td.batch_size and index.shape[-1] == 1:
                 return index.squeeze(-1)

@@ -149,6 +149,8 @@ class TanhNormal(D.Distribution):
         event_dims: trailing dims that form one event (default 1: ``log_prob`` is ``[*B]``).
         min: the seed-era name of ``low`` (TorchRL <= 0.4); give one of them.
         max: the seed-era name of ``high``.
+        validate_args: check ``scale > 0`` and a real ``loc`` (ValueError naming the
+            parameter); off by default, as it costs a host sync per distribution.
 
     ``mode`` and ``deterministic_sample`` are ``c + h * tanh(loc)``; ``entropy()`` is a
     Monte-Carlo estimate (differentiable); ``mean`` has no closed form (not implemented).
@@ -179,6 +181,7 @@ class TanhNormal(D.Distribution):
         upscale: float | torch.Tensor = 5.0,
         tanh_loc: bool = False,
         event_dims: int | None = None,
+        validate_args: bool = False,
         *,
         min: float | torch.Tensor | None = None,  # TorchRL <= 0.4 keyword
         max: float | torch.Tensor | None = None,
@@ -201,7 +204,9 @@ class TanhNormal(D.Distribution):
         self.event_dims = _event_dims(loc, event_dims)
         split = loc.dim() - self.event_dims
         self._event_numel = math.prod(shape[split:])
-        super().__init__(shape[:split], shape[split:], validate_args=False)
+        # validate_args=True: torch checks scale > 0 and a real loc (a host sync, so off by
+        # default: pass it through ProbabilisticActor's distribution_kwargs while debugging)
+        super().__init__(shape[:split], shape[split:], validate_args=validate_args)
 
     @property
     def low(self):
@@ -306,6 +311,7 @@ class IndependentNormal(D.Independent):
         upscale: with ``tanh_loc``, the mean becomes ``upscale * tanh(loc / upscale)``.
         tanh_loc: squash the mean into ``±upscale`` first.
         event_dim: trailing dims that form one event (default 1).
+        validate_args: check ``scale > 0`` (ValueError naming it; a host sync, off by default).
 
     Example:
         >>> dist = IndependentNormal(torch.zeros(4, 2), torch.ones(4, 2))
@@ -322,9 +328,10 @@ class IndependentNormal(D.Independent):
         upscale: float = 5.0,
         tanh_loc: bool = False,
         event_dim: int = 1,
+        validate_args: bool = False,
     ):
         loc = _squash_loc(loc, upscale, tanh_loc)
-        base = D.Normal(loc, scale, validate_args=False)
+        base = D.Normal(loc, scale, validate_args=validate_args)
         super().__init__(base, min(event_dim, base.loc.dim()), validate_args=False)
 
     @property

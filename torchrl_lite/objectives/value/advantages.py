@@ -25,6 +25,7 @@ from torch import nn
 
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
+from torchrl_lite.objectives._input_checks import first_call, warn_if_not_trajectory
 from torchrl_lite.objectives.value.functional import (
     generalized_advantage_estimate,
     td0_return_estimate,
@@ -100,6 +101,8 @@ class ValueEstimatorBase(nn.Module):
     """
 
     # -- the contract ----------------------------------------------------------------
+    _multi_step = True  # returns over several steps need the batch's time order
+
     def _compute(self, value, next_value, reward, done, terminated):
         """``(advantage, value_target)`` from ``[*batch, T, 1]`` tensors."""
         raise NotImplementedError(f"{type(self).__name__} must implement _compute")
@@ -202,6 +205,8 @@ class ValueEstimatorBase(nn.Module):
                     f"{list(tensor.shape)} but the batch is {list(td.batch_size)}; expected "
                     f"{[*td.batch_size, 1]} (time is the last batch dim)."
                 )
+        if self._multi_step and first_call(self, "trajectory"):  # once: shuffled is no trajectory
+            warn_if_not_trajectory(type(self).__name__, td, done)
         with torch.set_grad_enabled(self.differentiable and torch.is_grad_enabled()):
             value, next_value = self._values(td, need_value, next_value)
             if self.average_rewards:
@@ -324,6 +329,8 @@ class TD0Estimator(ValueEstimatorBase):
         >>> TD0Estimator(gamma=0.99, value_network=critic)(batch)["advantage"].shape
         torch.Size([4, 1])
     """
+
+    _multi_step = False  # one-step targets: any batch of transitions will do
 
     def __init__(self, *, gamma, value_network, **kwargs):
         super().__init__(value_network=value_network, **kwargs)
