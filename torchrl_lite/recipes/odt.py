@@ -28,7 +28,6 @@ import torch
 from tensordict import TensorDict
 
 from torchrl_lite import _keys as K
-from torchrl_lite.data.datasets import TrajectoryWindows
 from torchrl_lite.envs import ExplorationType, set_exploration_type
 from torchrl_lite.modules.models.decision_transformer import DTInferenceWrapper, online_dt_actor
 from torchrl_lite.objectives import OnlineDTLoss
