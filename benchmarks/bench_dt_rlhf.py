@@ -128,11 +128,12 @@ def dt_case(name: str, path: Path, seed: int) -> dict:
             "dataset_mean": float(returns.mean()), "steps": cfg.frames, "seconds": seconds}  # fmt: skip
 
 
-def odt_case(path: Path, seed: int) -> dict:
-    """ODT on "medium": evaluation after the offline pre-training and at the end."""
+def odt_case(path: Path, seed: int, **changes) -> dict:
+    """ODT on "medium": evaluation after the offline pre-training and at the end
+    (``changes``: Config fields, e.g. ``pretrain_steps=600``)."""
     from torchrl_lite.recipes import odt
 
-    cfg = odt.Config(dataset=str(path), seed=seed)
+    cfg = dataclasses.replace(odt.Config(dataset=str(path), seed=seed), **changes)
     trainer, policy = odt.make_trainer(cfg, progress_bar=False)
     offline = {}
 
@@ -216,7 +217,9 @@ def main(selected: list[str]) -> None:
             out = dt_case(name, files[name], seed)
         elif kind == "odt":
             seed = int(selected[2])
-            name, out = "", odt_case(files["medium"], seed)
+            changes = {k: int(v) for k, v in (item.split("=") for item in selected[3:])}
+            name, out = "", odt_case(files["medium"], seed, **changes)
+            out["changes"] = changes
         else:
             write_table("rlhf", *_rlhf_table())
             return
