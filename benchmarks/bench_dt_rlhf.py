@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import torch
+
 from _common import RESULTS_DIR, smoke, write_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,10 +50,32 @@ def make_datasets() -> dict:
     for frames in PARTS:
         run, part = DATA / f"sac-{frames}", DATA / f"part-{frames}.hdf5"
         if not part.exists():
-            _cli("train", "sac", "--frames", frames, "--seed", 0, "--out", run, "--logger", "none", "--quiet")
+            _cli(
+                "train",
+                "sac",
+                "--frames",
+                frames,
+                "--seed",
+                0,
+                "--out",
+                run,
+                "--logger",
+                "none",
+                "--quiet",
+            )
             _cli("dataset", run, part, "--frames", 8000, "--noise", 0.1, "--seed", frames)
     if not medium.exists():
-        _cli("dataset", DATA / f"sac-{PARTS[-1]}", medium, "--frames", 40_000, "--noise", 0.1, "--seed", 0)
+        _cli(
+            "dataset",
+            DATA / f"sac-{PARTS[-1]}",
+            medium,
+            "--frames",
+            40_000,
+            "--noise",
+            0.1,
+            "--seed",
+            0,
+        )
     if not replay.exists():
         columns: dict = {}
         for frames in PARTS:
@@ -86,62 +109,79 @@ def evaluate(recipe, cfg, policy, target_return: float, episodes: int = 10) -> f
     return float(rollout["next", "reward"].sum()) / episodes
 
 
-def bench_dt(files: dict) -> list:
+RUNS = RESULTS_DIR / "dt_runs"
+
+
+def dt_case(name: str, path: Path, seed: int) -> dict:
+    """Train DT on one file and evaluate it at the three targets."""
     from torchrl_lite.recipes import dt
 
+    returns = episode_returns(path)
+    targets = [float(returns.quantile(0.1)), float(returns.median()), float(returns.max())]
+    cfg = dt.Config(dataset=str(path), seed=seed)
+    start = time.perf_counter()
+    trainer, policy = dt.make_trainer(cfg, progress_bar=False)
+    trainer.train()
+    seconds = time.perf_counter() - start
+    evals = [evaluate(dt, cfg, policy, t) for t in targets]
+    return {"dataset": name, "seed": seed, "targets": targets, "returns": evals,
+            "dataset_mean": float(returns.mean()), "steps": cfg.frames, "seconds": seconds}  # fmt: skip
+
+
+def odt_case(path: Path, seed: int, **changes) -> dict:
+    """ODT on "medium": evaluation after the offline pre-training and at the end
+    (``changes``: Config fields, e.g. ``pretrain_steps=600``)."""
+    from torchrl_lite.recipes import odt
+
+    cfg = dataclasses.replace(odt.Config(dataset=str(path), seed=seed), **changes)
+    trainer, policy = odt.make_trainer(cfg, progress_bar=False)
+    offline = {}
+
+    def at_pretrain_end():
+        if trainer.optim_count == cfg.pretrain_steps:
+            offline["return"] = evaluate(odt, cfg, policy, cfg.target_return)
+
+    trainer.register_op("post_optim", at_pretrain_end)
+    start = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - start
+    refresh = odt.online_refresh_of(trainer)
+    return {"seed": seed, "offline": offline["return"], "final": evaluate(odt, cfg, policy, cfg.target_return),
+            "env_frames": refresh.env_frames, "collections": refresh.returns,
+            "steps": cfg.frames, "pretrain_steps": cfg.pretrain_steps, "seconds": seconds}  # fmt: skip
+
+
+def _runs(prefix: str) -> list:
+    return [json.loads(p.read_text()) for p in sorted(RUNS.glob(f"{prefix}*.json"))]
+
+
+def dt_rows() -> list:
     rows = []
-    for name, path in files.items():
-        returns = episode_returns(path)
-        targets = [float(returns.quantile(0.1)), float(returns.median()), float(returns.max())]
-        results = []
-        for seed in SEEDS:
-            cfg = dt.Config(dataset=str(path), seed=seed)
-            start = time.perf_counter()
-            trainer, policy = dt.make_trainer(cfg, progress_bar=False)
-            trainer.train()
-            seconds = time.perf_counter() - start
-            results.append(([evaluate(dt, cfg, policy, t) for t in targets], seconds))
-            print(name, seed, results[-1], flush=True)
-        for i, target in enumerate(targets):
-            got = [r[0][i] for r in results]
+    for name in ("medium", "medium-replay"):
+        runs = [r for r in _runs("dt-") if r["dataset"] == name]
+        for i in range(3 if runs else 0):
+            got = [r["returns"][i] for r in runs]
             rows.append([
-                f"DT {name}", f"{target:.0f}", f"{returns.mean():.0f}",
+                f"DT {name}", f"{runs[0]['targets'][i]:.0f}", f"{runs[0]['dataset_mean']:.0f}",
                 f"{statistics.median(got):.0f} ({min(got):.0f})",
-                " / ".join(f"{g:.0f}" for g in got), cfg.frames,
-                f"{statistics.median(r[1] for r in results):.0f}",
+                " / ".join(f"{g:.0f}" for g in got), runs[0]["steps"],
+                f"{statistics.median(r['seconds'] for r in runs):.0f}",
             ])  # fmt: skip
     return rows
 
 
-def bench_odt(files: dict) -> list:
-    from torchrl_lite.recipes import odt
-
-    results = []
-    for seed in SEEDS:
-        cfg = odt.Config(dataset=str(files["medium"]), seed=seed)
-        trainer, policy = odt.make_trainer(cfg, progress_bar=False)
-        offline = {}
-
-        def at_pretrain_end(cfg=cfg, policy=policy, trainer=trainer, offline=offline):
-            if trainer.optim_count == cfg.pretrain_steps:
-                offline["return"] = evaluate(odt, cfg, policy, cfg.target_return)
-
-        trainer.register_op("post_optim", at_pretrain_end)
-        start = time.perf_counter()
-        trainer.train()
-        seconds = time.perf_counter() - start
-        final = evaluate(odt, cfg, policy, cfg.target_return)
-        refresh = odt.online_refresh_of(trainer)
-        results.append((offline["return"], final, refresh.env_frames, seconds))
-        print("odt", seed, results[-1], refresh.returns, flush=True)
-    start = [r[0] for r in results]
-    end = [r[1] for r in results]
-    gain = [r[1] - r[0] for r in results]
+def odt_rows() -> list:
+    runs = _runs("odt-")
+    if not runs:
+        return []
+    start, end = [r["offline"] for r in runs], [r["final"] for r in runs]
+    gain = [r["final"] - r["offline"] for r in runs]
     return [[
         "ODT medium", f"{statistics.median(start):.0f} ({min(start):.0f})",
         f"{statistics.median(end):.0f} ({min(end):.0f})",
-        f"{statistics.median(gain):.0f} ({min(gain):.0f})", results[0][2], cfg.frames,
-        f"{statistics.median(r[3] for r in results):.0f}",
+        f"{statistics.median(gain):.0f} ({min(gain):.0f})", runs[0]["env_frames"],
+        f"{runs[0]['pretrain_steps']} + {runs[0]['steps'] - runs[0]['pretrain_steps']}",
+        f"{statistics.median(r['seconds'] for r in runs):.0f}",
     ]]  # fmt: skip
 
 
@@ -165,32 +205,60 @@ def bench_rlhf() -> list:
 
 
 def main(selected: list[str]) -> None:
+    """``run dt NAME SEED`` / ``run odt SEED`` / ``run rlhf``: one case (saved as JSON);
+    ``table``: the tables from the saved cases; nothing: every case, then the tables."""
     torch.set_num_threads(1)
-    selected = selected or ["dt", "odt", "rlhf"]
-    files = make_datasets() if {"dt", "odt"} & set(selected) else {}
-    if "dt" in selected:
-        write_table(
-            "dt", "Decision Transformer on Pendulum-v1 datasets from SAC runs",
-            ["dataset", "target", "dataset mean", "eval return median (worst)", "seeds 0/1/2",
-             "gradient steps", "train s"],
-            bench_dt(files),
-            notes="Evaluation: 10 episodes per seed, deterministic, conditioned on the target "
-            "(the dataset's 10% quantile, median and best episode return).",
-        )  # fmt: skip
-    if "odt" in selected:
-        write_table(
-            "odt", "Online Decision Transformer on Pendulum-v1 (medium)",
-            ["case", "offline start median (worst)", "end median (worst)", "gain median (worst)",
-             "online env frames", "gradient steps", "train s"],
-            bench_odt(files),
-        )  # fmt: skip
-    if "rlhf" in selected:
-        write_table(
-            "rlhf", "RLHF example (tutorials/rlhf_example.py)",
-            ["seed", "RM held-out accuracy", "RM score reference", "RM score fine-tuned",
-             "KL to reference", "KL bound", "wall s"],
-            bench_rlhf(),
-        )  # fmt: skip
+    RUNS.mkdir(parents=True, exist_ok=True)
+    if selected[:1] == ["run"]:
+        files = make_datasets()
+        kind = selected[1]
+        if kind == "dt":
+            name, seed = selected[2], int(selected[3])
+            out = dt_case(name, files[name], seed)
+        elif kind == "odt":
+            seed = int(selected[2])
+            changes = {k: int(v) for k, v in (item.split("=") for item in selected[3:])}
+            name, out = "", odt_case(files["medium"], seed, **changes)
+            out["changes"] = changes
+        else:
+            write_table("rlhf", *_rlhf_table())
+            return
+        (RUNS / f"{kind}-{name}-s{seed}.json").write_text(json.dumps(out, indent=2))
+        print(out, flush=True)
+        return
+    if not selected:
+        files = make_datasets()
+        for name in files:
+            for seed in SEEDS:
+                (RUNS / f"dt-{name}-s{seed}.json").write_text(
+                    json.dumps(dt_case(name, files[name], seed))
+                )
+        for seed in SEEDS:
+            (RUNS / f"odt--s{seed}.json").write_text(json.dumps(odt_case(files["medium"], seed)))
+        write_table("rlhf", *_rlhf_table())
+    write_table(
+        "dt", "Decision Transformer on Pendulum-v1 datasets from SAC runs",
+        ["dataset", "target", "dataset mean", "eval return median (worst)", "seeds",
+         "gradient steps", "train s"],
+        dt_rows(),
+        notes="Evaluation: 10 episodes per seed, deterministic, conditioned on the target "
+        "(the dataset's 10% quantile, median and best episode return).",
+    )  # fmt: skip
+    write_table(
+        "odt", "Online Decision Transformer on Pendulum-v1 (medium)",
+        ["case", "offline start median (worst)", "end median (worst)", "gain median (worst)",
+         "online env frames", "gradient steps (offline + online)", "train s"],
+        odt_rows(),
+    )  # fmt: skip
+
+
+def _rlhf_table():
+    return (
+        "RLHF example (tutorials/rlhf_example.py)",
+        ["seed", "RM held-out accuracy", "RM score reference", "RM score fine-tuned",
+         "KL to reference (nats/sequence)", "KL bound", "wall s"],
+        bench_rlhf(),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -46,7 +46,12 @@ from torchrl_lite.modules.models.language import (
     token_actor,
     token_critic,
 )
-from torchrl_lite.objectives import BradleyTerryLoss, ClipPPOLoss, KLPenalizedPPOLoss, KLRewardPenalty
+from torchrl_lite.objectives import (
+    BradleyTerryLoss,
+    ClipPPOLoss,
+    KLPenalizedPPOLoss,
+    KLRewardPenalty,
+)
 from torchrl_lite.objectives.value import GAE
 
 ALPHABET = "abcdefgh"
@@ -55,8 +60,8 @@ SMOKE = os.environ.get("TORCHRL_LITE_SMOKE", "0") == "1"
 PRETRAIN_STEPS = 40 if SMOKE else 600
 RM_STEPS = 30 if SMOKE else 400
 PAIRS = 128 if SMOKE else 1500
-PPO_ITERS = 2 if SMOKE else 40
-KL_BOUND = 3.0
+PPO_ITERS = 2 if SMOKE else 25
+KL_BOUND = 4.0
 """The stated bound on the fine-tuned policy's KL to the reference (nats per sequence)."""
 
 
@@ -71,7 +76,9 @@ class Tokens:
 
 def tiny_setup():
     tok = CharTokenizer(ALPHABET)
-    tokens = Tokens(tok.encode, tok.vocab_size, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id)
+    tokens = Tokens(
+        tok.encode, tok.vocab_size, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id
+    )
     return tokens, lambda: TinyCausalLM(tok.vocab_size, MAX_LENGTH, hidden=32, n_layer=2)
 
 
@@ -128,7 +135,12 @@ def pretrain(lm, data: torch.Tensor, pad: int, steps: int, gen: torch.Generator)
 def make_env(tokens: Tokens, batch: int, seed: int, reward_fn=None) -> TextGenerationEnv:
     gen = torch.Generator().manual_seed(seed)
     prompts = [
-        [tokens.bos_token_id, *tokens.encode("".join(ALPHABET[int(j)] for j in torch.randint(8, (2,), generator=gen)))]
+        [
+            tokens.bos_token_id,
+            *tokens.encode(
+                "".join(ALPHABET[int(j)] for j in torch.randint(8, (2,), generator=gen))
+            ),
+        ]
         for _ in range(32)
     ]
     return TextGenerationEnv(
@@ -143,7 +155,9 @@ def sample_sequences(actor, tokens: Tokens, n: int, seed: int) -> TensorDict:
     env = make_env(tokens, n, seed)
     start = env.reset()
     with set_exploration_type(ExplorationType.RANDOM):
-        rollout = env.rollout(MAX_LENGTH, actor, break_when_any_done=False, tensordict=start.clone())
+        rollout = env.rollout(
+            MAX_LENGTH, actor, break_when_any_done=False, tensordict=start.clone()
+        )
     done = rollout["next", "done"].squeeze(-1)  # [n, T]
     first = done.float().argmax(-1)  # the first episode's last step
     rows = torch.arange(n)
@@ -174,7 +188,9 @@ def preferences(seqs: TensorDict, a_id: int) -> TensorDict:
         tokens=torch.where(pick, a["tokens"], b["tokens"]),
         length=torch.where(pick, a["length"], b["length"]), batch_size=a.shape,
     )  # fmt: skip
-    return TensorDict(chosen=side(first, second), rejected=side(second, first), batch_size=first.shape)
+    return TensorDict(
+        chosen=side(first, second), rejected=side(second, first), batch_size=first.shape
+    )
 
 
 def train_reward_model(rm, pairs: TensorDict, steps: int, gen: torch.Generator) -> float:
@@ -189,16 +205,37 @@ def train_reward_model(rm, pairs: TensorDict, steps: int, gen: torch.Generator) 
 
 
 # -- 4. PPO with a KL leash ----------------------------------------------------------------
-def finetune(actor, reference, critic, rm, tokens, *, kl: str, beta: float, iters: int, seed: int) -> list:
-    env = make_env(tokens, 32, seed, reward_fn=rm)
-    steps = 32 * MAX_LENGTH
+def finetune(
+    actor,
+    reference,
+    critic,
+    rm,
+    tokens,
+    *,
+    kl: str,
+    beta: float,
+    iters: int,
+    seed: int,
+    envs: int = 32,
+) -> list:
+    """PPO iterations of ``envs * MAX_LENGTH`` tokens; returns the mean end-of-sequence
+    reward (score and KL penalty of the last token) of each iteration."""
+    env = make_env(tokens, envs, seed, reward_fn=rm)
+    steps = envs * MAX_LENGTH
     collector = SyncDataCollector(env, actor, frames_per_batch=steps, total_frames=steps * iters)
     gae = GAE(gamma=1.0, lmbda=0.95, value_network=critic)
     if kl == "reward":
         loss_fn = ClipPPOLoss(actor, critic, entropy_coef=0.0, normalize_advantage=True)
         penalty = KLRewardPenalty(reference, beta)
     else:
-        loss_fn = KLPenalizedPPOLoss(actor, critic, reference=reference, beta=beta, entropy_coef=0.0, normalize_advantage=True)
+        loss_fn = KLPenalizedPPOLoss(
+            actor,
+            critic,
+            reference=reference,
+            beta=beta,
+            entropy_coef=0.0,
+            normalize_advantage=True,
+        )
         penalty = None
     optim = torch.optim.Adam(loss_fn.parameters(), lr=5e-4)
     history = []
@@ -229,24 +266,30 @@ def sequence_kl(actor, reference, seqs: TensorDict) -> float:
     total = torch.zeros(seqs.shape[0])
     for t in range(MAX_LENGTH - 1):
         length = torch.full((seqs.shape[0], 1), t + 1)
-        active = (length.squeeze(-1) >= seqs["prompt_length"].squeeze(-1)) & (length.squeeze(-1) < seqs["length"].squeeze(-1))
+        active = (length.squeeze(-1) >= seqs["prompt_length"].squeeze(-1)) & (
+            length.squeeze(-1) < seqs["length"].squeeze(-1)
+        )
         if not active.any():
             continue
         td = TensorDict(tokens=seqs["tokens"], length=length, batch_size=seqs.shape)
         action = seqs["tokens"][:, t + 1]
-        lp = actor.get_dist(td.clone()).log_prob(action) - reference.get_dist(td.clone()).log_prob(action)
+        lp = actor.get_dist(td.clone()).log_prob(action) - reference.get_dist(td.clone()).log_prob(
+            action
+        )
         total += torch.where(active, lp, torch.zeros_like(lp))
     return float(total.mean())
 
 
-def main(seed: int = 0, kl: str = "reward", hf: bool = False, beta: float = 0.05) -> dict:
+def main(seed: int = 0, kl: str = "reward", hf: bool = False, beta: float = 0.2) -> dict:
     torch.manual_seed(seed)
     start = time.perf_counter()
     gen = torch.Generator().manual_seed(seed)
     tokens, new_lm = hf_setup() if hf else tiny_setup()
     a_id = tokens.encode("a")[0]
     lm = new_lm()
-    pretrain_loss = pretrain(lm, corpus(tokens, 4000, gen), tokens.pad_token_id, PRETRAIN_STEPS, gen)
+    pretrain_loss = pretrain(
+        lm, corpus(tokens, 4000, gen), tokens.pad_token_id, PRETRAIN_STEPS, gen
+    )
     reference = token_actor(lm)  # frozen: never given to an optimizer
     seqs = sample_sequences(reference, tokens, 2 * PAIRS, seed + 1)
     pairs = preferences(seqs, a_id)
@@ -258,7 +301,9 @@ def main(seed: int = 0, kl: str = "reward", hf: bool = False, beta: float = 0.05
         held_out = BradleyTerryLoss(rm)(pairs[cut:])["accuracy"].item()
     actor = token_actor(copy.deepcopy(lm))
     critic = token_critic(copy.deepcopy(lm))
-    history = finetune(actor, reference, critic, rm, tokens, kl=kl, beta=beta, iters=PPO_ITERS, seed=seed + 2)
+    history = finetune(
+        actor, reference, critic, rm, tokens, kl=kl, beta=beta, iters=PPO_ITERS, seed=seed + 2
+    )
     ref_seqs = sample_sequences(reference, tokens, 512, seed + 3)
     new_seqs = sample_sequences(actor, tokens, 512, seed + 3)
     with torch.no_grad():
@@ -279,7 +324,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kl", choices=["reward", "loss"], default="reward")
-    parser.add_argument("--beta", type=float, default=0.05)
+    parser.add_argument("--beta", type=float, default=0.2)
     parser.add_argument("--hf", action="store_true", help="a Hugging Face GPT-2 (tiny, random)")
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args()

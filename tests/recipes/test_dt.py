@@ -22,7 +22,9 @@ from torchrl_lite.recipes import dt, odt
 from torchrl_lite.recipes.common import make_env
 from torchrl_lite.recipes.offline import collect_dataset
 
-h5py = pytest.importorskip("h5py", reason="h5py is not installed (pip install 'torchrl-lite[utils]')")
+h5py = pytest.importorskip(
+    "h5py", reason="h5py is not installed (pip install 'torchrl-lite[utils]')"
+)
 
 
 def _window(b, k, s=3, a=1):
@@ -84,7 +86,9 @@ def test_target_return_is_decremented_by_the_rewards():
 
 def test_dt_context_matches_a_plain_loop():
     k = 3
-    env = TransformedEnv(make_env("Pendulum-v1", num_envs=2), Compose(TargetReturn(-50.0), DTContext(k)))
+    env = TransformedEnv(
+        make_env("Pendulum-v1", num_envs=2), Compose(TargetReturn(-50.0), DTContext(k))
+    )
     check_env_specs(env)
     env.set_seed(1)
     td = env.rollout(5)
@@ -107,7 +111,9 @@ def test_dt_context_matches_a_plain_loop():
 def test_returns_to_go_and_windows_match_hand_slices():
     data = _flat([1.0, 2.0, 3.0, 4.0, 5.0], [0, 0, 0, 1, 1])
     torch.testing.assert_close(
-        returns_to_go(data["next", "reward"], data["collector", "traj_ids"], reward_scale=2.0).flatten(),
+        returns_to_go(
+            data["next", "reward"], data["collector", "traj_ids"], reward_scale=2.0
+        ).flatten(),
         torch.tensor([3.0, 2.5, 1.5, 4.5, 2.5]),
     )
     windows = TrajectoryWindows(data, context_length=2, reward_scale=2.0)
@@ -128,11 +134,15 @@ def test_returns_to_go_and_windows_match_hand_slices():
 
 def test_windows_bad_input_names_the_missing_field():
     data = _flat([1.0, 2.0, 3.0], [0, 0, 1])
-    with pytest.raises(KeyError, match=r"no .*next.*reward.* entry \(the return-to-go sums the rewards\)"):
+    with pytest.raises(
+        KeyError, match=r"no .*next.*reward.* entry \(the return-to-go sums the rewards\)"
+    ):
         TrajectoryWindows(data.exclude(("next", "reward")), 2)
     with pytest.raises(KeyError, match=r"no .*collector.*traj_ids.* entry \(episode ends"):
         TrajectoryWindows(data.exclude(("collector", "traj_ids")), 2)
-    with pytest.raises(ValueError, match=r"context_length=3 is longer than every trajectory.*longest has 2"):
+    with pytest.raises(
+        ValueError, match=r"context_length=3 is longer than every trajectory.*longest has 2"
+    ):
         TrajectoryWindows(data, 3)
 
 
@@ -176,7 +186,9 @@ def test_dt_predicts_the_actions_of_a_known_dataset():
         batch_size=[n],
     )  # fmt: skip
     windows = TrajectoryWindows(data, context_length=4)
-    actor = DTActor(DecisionTransformer(3, 1, 4, hidden=32, n_layer=1, dropout=0.0), Bounded(-1.0, 1.0, (1,)))
+    actor = DTActor(
+        DecisionTransformer(3, 1, 4, hidden=32, n_layer=1, dropout=0.0), Bounded(-1.0, 1.0, (1,))
+    )
     batch = windows.sample(256, generator=torch.Generator().manual_seed(1))
     before = DTLoss(actor)(batch)["loss"].item()
     _fit(windows, actor, 300)
@@ -200,7 +212,9 @@ def test_dt_action_follows_the_return_it_is_conditioned_on():
         batch_size=[n],
     )  # fmt: skip
     windows = TrajectoryWindows(data, context_length=4, reward_scale=8.0)
-    actor = DTActor(DecisionTransformer(3, 1, 4, hidden=32, n_layer=1, dropout=0.0), Bounded(-1.0, 1.0, (1,)))
+    actor = DTActor(
+        DecisionTransformer(3, 1, 4, hidden=32, n_layer=1, dropout=0.0), Bounded(-1.0, 1.0, (1,))
+    )
     _fit(windows, actor, 200)
     policy = DTInferenceWrapper(actor)
     first = TensorDict(
@@ -245,7 +259,10 @@ def test_odt_refresh_replaces_the_oldest_trajectories(random_file):
 def test_cli_trains_dt_and_odt(random_file, tmp_path):
     small = ["hidden=8", "n_layer=1", "context_length=4", "batch_size=8", "eval_steps=20",
              "eval_episodes=2", "eval_interval=3"]  # fmt: skip
-    for algo, extra in (("dt", []), ("odt", ["pretrain_steps=2", "online_interval=2", "online_episodes=1"])):
+    for algo, extra in (
+        ("dt", []),
+        ("odt", ["pretrain_steps=2", "online_interval=2", "online_episodes=1"]),
+    ):
         out = tmp_path / algo
         code = main(["train", algo, f"dataset={random_file}", "--frames", "4", "--out", str(out),
                      "--logger", "none", "--quiet", *small, *extra])  # fmt: skip

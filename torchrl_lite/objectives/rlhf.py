@@ -51,7 +51,7 @@ class BradleyTerryLoss(LossModule):
         >>> loss_fn = BradleyTerryLoss(RewardModel(TinyCausalLM(6, 8, hidden=16, n_layer=1)))
         >>> pair = {"tokens": torch.ones(4, 8, dtype=torch.long), "length": torch.full((4, 1), 3)}
         >>> out = loss_fn(TensorDict(chosen=pair, rejected=pair, batch_size=[4]))
-        >>> round(float(out["loss"]), 4)  # equal sequences: log 2
+        >>> round(out["loss"].item(), 4)  # equal sequences: log 2
         0.6931
     """
 

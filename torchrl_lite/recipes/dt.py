@@ -116,11 +116,13 @@ def make_model(cfg: Config, env) -> DecisionTransformer:
     )
 
 
-def load_windows(cfg: Config, env) -> TrajectoryWindows:
+def load_windows(cfg: Config, env, capacity: int | None = None) -> TrajectoryWindows:
     """The dataset file as windows of ``context_length`` steps (checked against ``env``)."""
     dataset = load_dataset(cfg.dataset, cfg.batch_size)
     check_dataset_fits(dataset, env)
-    return TrajectoryWindows(dataset.data, cfg.context_length, reward_scale=cfg.reward_scale)
+    return TrajectoryWindows(
+        dataset.data, cfg.context_length, reward_scale=cfg.reward_scale, capacity=capacity
+    )
 
 
 def make_optimizer(cfg: Config, params, trainer: Trainer):

@@ -28,7 +28,6 @@ import torch
 from tensordict import TensorDict
 
 from torchrl_lite import _keys as K
-from torchrl_lite.data.datasets import TrajectoryWindows
 from torchrl_lite.envs import ExplorationType, set_exploration_type
 from torchrl_lite.modules.models.decision_transformer import DTInferenceWrapper, online_dt_actor
 from torchrl_lite.objectives import OnlineDTLoss
@@ -164,8 +163,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     torch.manual_seed(cfg.seed)
     env = make_eval_env(cfg)
     check_action_kind(env, ACTIONS, "ODT")
-    windows = dt.load_windows(cfg, env)
-    windows.capacity = max(cfg.buffer_trajectories, 1)
+    windows = dt.load_windows(cfg, env, capacity=cfg.buffer_trajectories)
     actor = online_dt_actor(make_model(cfg, env), env.action_spec)
     loss = OnlineDTLoss(actor, alpha_init=cfg.alpha_init, action_spec=env.action_spec)
     env.close()

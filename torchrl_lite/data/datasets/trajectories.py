@@ -34,7 +34,9 @@ def _need(data: TensorDictBase, key, owner: str, why: str):
     return value
 
 
-def returns_to_go(reward: torch.Tensor, traj_ids: torch.Tensor, reward_scale: float = 1.0, gamma: float = 1.0) -> torch.Tensor:
+def returns_to_go(
+    reward: torch.Tensor, traj_ids: torch.Tensor, reward_scale: float = 1.0, gamma: float = 1.0
+) -> torch.Tensor:
     """Return-to-go ``[N, 1]`` of flat transitions: ``G_t = (r_t + gamma * G_{t+1}) / ...``.
 
     ``G_t = sum_{u >= t in the same trajectory} gamma^(u - t) r_u / reward_scale``.
@@ -100,13 +102,21 @@ class TrajectoryWindows:
         reward_scale: float = 1.0,
         capacity: int | None = None,
     ):
-        if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length < 1:
+        if (
+            isinstance(context_length, bool)
+            or not isinstance(context_length, int)
+            or context_length < 1
+        ):
             raise ValueError(
                 f"TrajectoryWindows: context_length must be a positive int, got {context_length!r}."
             )
         if capacity is not None and capacity < 1:
             raise ValueError(f"TrajectoryWindows: capacity must be >= 1 or None, got {capacity!r}.")
-        self.context_length, self.reward_scale, self.capacity = context_length, reward_scale, capacity
+        self.context_length, self.reward_scale, self.capacity = (
+            context_length,
+            reward_scale,
+            capacity,
+        )
         self._trajs: list[TensorDict] = []
         first = self._split(data)
         longest = max(t.shape[0] for t in first)
@@ -182,6 +192,8 @@ class TrajectoryWindows:
         index = ends.unsqueeze(-1) - torch.arange(k - 1, -1, -1)  # [B, K]
         mask = index >= self._start_of[ends].unsqueeze(-1)  # [B, K]: inside the trajectory
         window = self._flat[index.clamp_min(0).reshape(-1)].reshape(batch_size, k)
-        window = window.apply(lambda x: x * mask.reshape(*mask.shape, *[1] * (x.dim() - 2)).to(x.dtype))
+        window = window.apply(
+            lambda x: x * mask.reshape(*mask.shape, *[1] * (x.dim() - 2)).to(x.dtype)
+        )
         window.set("mask", mask)
         return window

@@ -87,10 +87,14 @@ class TextGenerationEnv(EnvBase):
             raise ValueError("TextGenerationEnv: give at least one prompt.")
         for name, value in (("eos_token_id", eos_token_id), ("pad_token_id", pad_token_id)):
             if not 0 <= value < vocab_size:
-                raise ValueError(f"TextGenerationEnv: {name}={value} is outside the vocabulary [0, {vocab_size}).")
+                raise ValueError(
+                    f"TextGenerationEnv: {name}={value} is outside the vocabulary [0, {vocab_size})."
+                )
         for i, p in enumerate(prompts):
             if not p:
-                raise ValueError(f"TextGenerationEnv: prompt {i} is empty; start it with a BOS token.")
+                raise ValueError(
+                    f"TextGenerationEnv: prompt {i} is empty; start it with a BOS token."
+                )
             if len(p) >= max_length:
                 raise ValueError(
                     f"TextGenerationEnv: prompt {i} has {len(p)} tokens, not shorter than "
@@ -99,7 +103,9 @@ class TextGenerationEnv(EnvBase):
                 )
             bad = [t for t in p if not 0 <= t < vocab_size]
             if bad:
-                raise ValueError(f"TextGenerationEnv: prompt {i} has token ids {bad} outside [0, {vocab_size}).")
+                raise ValueError(
+                    f"TextGenerationEnv: prompt {i} has token ids {bad} outside [0, {vocab_size})."
+                )
         if reward_fn is not None and hasattr(reward_fn, "vocab_size"):
             check_vocabularies(policy=vocab_size, reward_model=reward_fn)
         self.vocab_size, self.max_length = int(vocab_size), int(max_length)
@@ -115,7 +121,9 @@ class TextGenerationEnv(EnvBase):
         batch = self.batch_size
         self.full_observation_spec = Composite(
             {
-                TOKENS: Bounded(0, vocab_size - 1, (*batch, max_length), dtype=torch.long, device=self.device),
+                TOKENS: Bounded(
+                    0, vocab_size - 1, (*batch, max_length), dtype=torch.long, device=self.device
+                ),
                 LENGTH: Bounded(1, max_length, (*batch, 1), dtype=torch.long, device=self.device),
             },
             shape=batch,
@@ -123,7 +131,9 @@ class TextGenerationEnv(EnvBase):
         )
         self.full_state_spec = self.full_observation_spec.clone()
         self.full_action_spec = Composite(
-            {K.ACTION: Categorical(vocab_size, batch, device=self.device)}, shape=batch, device=self.device
+            {K.ACTION: Categorical(vocab_size, batch, device=self.device)},
+            shape=batch,
+            device=self.device,
         )
 
     # -- the contract --------------------------------------------------------------------
@@ -153,7 +163,9 @@ class TextGenerationEnv(EnvBase):
         if self.reward_fn is not None and bool(done.any()):
             rows = done.reshape(-1)
             with torch.no_grad():
-                score = self.reward_fn(tokens.reshape(-1, self.max_length)[rows], length.reshape(-1, 1)[rows])
+                score = self.reward_fn(
+                    tokens.reshape(-1, self.max_length)[rows], length.reshape(-1, 1)[rows]
+                )
             reward.reshape(-1)[rows] = score.reshape(-1).to(reward.dtype)
         return TensorDict(
             {

@@ -92,7 +92,8 @@ class TargetReturn(Transform):
             raise RuntimeError("TargetReturn only runs inside a TransformedEnv.")
         fresh = torch.full_like(self._spec.zero(), self.target_return / self.scale)
         tensordict_reset.set(
-            self.out_keys[0], _merge_partial(tensordict, fresh, self.out_keys[0], tensordict_reset.batch_size)
+            self.out_keys[0],
+            _merge_partial(tensordict, fresh, self.out_keys[0], tensordict_reset.batch_size),
         )
         return tensordict_reset
 
@@ -145,12 +146,18 @@ class DTContext(Transform):
         ...                      DTContext(4)))
         >>> td = env.rollout(2)
         >>> td["next", "context", "observation"].shape, td["next", "context", "mask"][-1].tolist()
-        (torch.Size([2, 4, 3]), [False, False, True, True])
+        (torch.Size([2, 4, 3]), [False, True, True, True])
     """
 
     def __init__(self, context_length: int, in_keys=None, action_key=K.ACTION, out_key="context"):
-        if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length < 1:
-            raise ValueError(f"DTContext: context_length must be a positive int, got {context_length!r}.")
+        if (
+            isinstance(context_length, bool)
+            or not isinstance(context_length, int)
+            or context_length < 1
+        ):
+            raise ValueError(
+                f"DTContext: context_length must be a positive int, got {context_length!r}."
+            )
         in_keys = [K.OBSERVATION, "return_to_go"] if in_keys is None else in_keys
         super().__init__(in_keys=in_keys, out_keys=[(out_key, *_as_tuple(k)) for k in in_keys])
         self.context_length = context_length
@@ -171,7 +178,9 @@ class DTContext(Transform):
             self._specs[out_key] = Unbounded(shape, device=leaf.device, dtype=leaf.dtype)
         action = specs.action[self.action_key]
         shape = (*batch, k, *action.shape[len(batch) :])
-        self._specs[self._key(K.ACTION)] = Unbounded(shape, device=action.device, dtype=action.dtype)
+        self._specs[self._key(K.ACTION)] = Unbounded(
+            shape, device=action.device, dtype=action.dtype
+        )
         self._specs[self._key("timestep")] = Unbounded((*batch, k), dtype=torch.long)
         self._specs[self._key("mask")] = Unbounded((*batch, k), dtype=torch.bool)
 
@@ -189,7 +198,9 @@ class DTContext(Transform):
                 if key == out_key:  # the first real step goes in the last slot
                     dim = tensordict_reset.batch_dims
                     fresh.select(dim, -1).copy_(tensordict_reset.get(in_key))
-            tensordict_reset.set(key, _merge_partial(tensordict, fresh, key, tensordict_reset.batch_size))
+            tensordict_reset.set(
+                key, _merge_partial(tensordict, fresh, key, tensordict_reset.batch_size)
+            )
         return tensordict_reset
 
     def _step(self, tensordict, next_tensordict):

@@ -75,7 +75,9 @@ class DecisionTransformer(nn.Module):
         super().__init__()
         for name, value in (("context_length", context_length), ("max_timestep", max_timestep)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"DecisionTransformer: {name} must be a positive int, got {value!r}.")
+                raise ValueError(
+                    f"DecisionTransformer: {name} must be a positive int, got {value!r}."
+                )
         if hidden % n_head:
             raise ValueError(f"DecisionTransformer: n_head {n_head} must divide hidden {hidden}.")
         self.state_dim, self.action_dim = int(state_dim), int(action_dim)
@@ -106,10 +108,16 @@ class DecisionTransformer(nn.Module):
         obs = observation.reshape(n, steps, self.state_dim)
         act = action.reshape(n, steps, self.action_dim).to(obs.dtype)
         rtg = return_to_go.reshape(n, steps, 1).to(obs.dtype)
-        time = self.embed_timestep(timestep.reshape(n, steps).long().clamp(0, self.max_timestep - 1))
+        time = self.embed_timestep(
+            timestep.reshape(n, steps).long().clamp(0, self.max_timestep - 1)
+        )
         valid = mask.reshape(n, steps).bool()  # [N, T]
         tokens = torch.stack(
-            [self.embed_return(rtg) + time, self.embed_state(obs) + time, self.embed_action(act) + time],
+            [
+                self.embed_return(rtg) + time,
+                self.embed_state(obs) + time,
+                self.embed_action(act) + time,
+            ],
             dim=2,
         ).reshape(n, 3 * steps, self.hidden)  # [N, 3T, H]: R_1, s_1, a_1, R_2, ...
         tokens = self.drop(self.embed_norm(tokens))
@@ -266,7 +274,9 @@ class DTInferenceWrapper(TensorDictModuleBase):
         super().__init__()
         self.actor = actor
         self.context_key, self.action_key = context_key, action_key
-        self.in_keys = [(context_key, k) if isinstance(k, str) else (context_key, *k) for k in DT_KEYS]
+        self.in_keys = [
+            (context_key, k) if isinstance(k, str) else (context_key, *k) for k in DT_KEYS
+        ]
         self.out_keys = [action_key]
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:

@@ -53,7 +53,9 @@ class CharTokenizer:
 
     def __init__(self, alphabet: str):
         if len(set(alphabet)) != len(alphabet) or not alphabet:
-            raise ValueError(f"CharTokenizer: alphabet must be distinct characters, got {alphabet!r}.")
+            raise ValueError(
+                f"CharTokenizer: alphabet must be distinct characters, got {alphabet!r}."
+            )
         self.alphabet = alphabet
         self._ids = {c: i + len(self.specials) for i, c in enumerate(alphabet)}
 
@@ -64,7 +66,9 @@ class CharTokenizer:
     def encode(self, text: str) -> list[int]:
         unknown = sorted(set(text) - set(self._ids))
         if unknown:
-            raise ValueError(f"CharTokenizer: characters {unknown} are not in the alphabet {self.alphabet!r}.")
+            raise ValueError(
+                f"CharTokenizer: characters {unknown} are not in the alphabet {self.alphabet!r}."
+            )
         return [self._ids[c] for c in text]
 
     def decode(self, ids) -> str:
@@ -96,13 +100,28 @@ class TinyCausalLM(nn.Module):
         (torch.Size([2, 5, 6]), torch.Size([2, 5, 16]))
     """
 
-    def __init__(self, vocab_size: int, max_length: int, *, hidden: int = 64, n_layer: int = 2, n_head: int = 2, dropout: float = 0.0):
+    def __init__(
+        self,
+        vocab_size: int,
+        max_length: int,
+        *,
+        hidden: int = 64,
+        n_layer: int = 2,
+        n_head: int = 2,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         self.vocab_size, self.max_length, self.hidden_size = vocab_size, max_length, hidden
         self.embed = nn.Embedding(vocab_size, hidden)
         self.position = nn.Embedding(max_length, hidden)
         layer = nn.TransformerEncoderLayer(
-            hidden, n_head, 4 * hidden, dropout, activation="gelu", batch_first=True, norm_first=True
+            hidden,
+            n_head,
+            4 * hidden,
+            dropout,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
         )
         self.blocks = nn.TransformerEncoder(layer, n_layer, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(hidden)
@@ -111,7 +130,9 @@ class TinyCausalLM(nn.Module):
         flat, batch = _flat(tokens)  # [N, L]
         length = flat.shape[-1]
         if length > self.max_length:
-            raise ValueError(f"TinyCausalLM: {length} tokens, more than max_length={self.max_length}.")
+            raise ValueError(
+                f"TinyCausalLM: {length} tokens, more than max_length={self.max_length}."
+            )
         x = self.embed(flat) + self.position.weight[:length]
         causal = nn.Transformer.generate_square_subsequent_mask(length, device=flat.device)
         hidden = self.norm(self.blocks(x, mask=causal, is_causal=True))  # [N, L, H]
@@ -137,17 +158,23 @@ class HFCausalLM(nn.Module):
         super().__init__()
         config = getattr(model, "config", None)
         if config is None or not hasattr(config, "vocab_size"):
-            raise TypeError(f"HFCausalLM needs a transformers model with a config, got {type(model).__name__}.")
+            raise TypeError(
+                f"HFCausalLM needs a transformers model with a config, got {type(model).__name__}."
+            )
         self.model = model
         self.vocab_size = int(config.vocab_size)
         self.hidden_size = int(getattr(config, "hidden_size", getattr(config, "n_embd", 0)))
-        self.max_length = int(getattr(config, "n_positions", getattr(config, "max_position_embeddings", 1 << 30)))
+        self.max_length = int(
+            getattr(config, "n_positions", getattr(config, "max_position_embeddings", 1 << 30))
+        )
 
     def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         flat, batch = _flat(tokens)
         out = self.model(input_ids=flat, output_hidden_states=True)
         logits, hidden = out.logits, out.hidden_states[-1]
-        return logits.reshape(*batch, *logits.shape[-2:]), hidden.reshape(*batch, *hidden.shape[-2:])
+        return logits.reshape(*batch, *logits.shape[-2:]), hidden.reshape(
+            *batch, *hidden.shape[-2:]
+        )
 
 
 def _at_last(x: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
