@@ -108,14 +108,17 @@ def collection() -> dict:
 
     from torchrl_lite.collectors.distributed import RayCollector
 
-    ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
-             object_store_memory=200 * 1024**2)  # fmt: skip
     policy = make_policy()
-    collectors = {
+    collectors = {  # the process workers fork before Ray starts its threads
         "SyncDataCollector": SyncDataCollector(make_env, policy, frames_per_batch=FRAMES_PER_BATCH),
         "MultiSyncDataCollector(2)": MultiSyncDataCollector(
             [make_env] * 2, policy, frames_per_batch=FRAMES_PER_BATCH
         ),
+    }
+    iter(collectors["MultiSyncDataCollector(2)"]).__next__()  # its workers are up
+    ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
+             object_store_memory=200 * 1024**2)  # fmt: skip
+    collectors |= {
         "RayCollector(1)": RayCollector(
             make_env, policy, frames_per_batch=FRAMES_PER_BATCH, num_collectors=1
         ),  # fmt: skip
