@@ -239,13 +239,13 @@ def learn(layout, seed: int, max_frames: int) -> dict:
             "seconds": seconds, "last10": statistics.fmean(returns[-10:])}  # fmt: skip
 
 
-def learning(seeds, max_frames: int) -> None:
+def learning(seeds, max_frames: int, layouts=None) -> None:
     import ray
 
     ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
              object_store_memory=200 * 1024**2)  # fmt: skip
     rows = []
-    for layout in LAYOUTS:
+    for layout in [lay for lay in LAYOUTS if layouts is None or lay[0] in layouts]:
         for seed in seeds:
             r = learn(layout, seed, max_frames)
             print(r, flush=True)
@@ -269,11 +269,12 @@ def main(argv=None) -> None:
     parser.add_argument("part", nargs="?", default="all", choices=["collection", "learning", "all"])
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--max-frames", type=int, default=20_000 if smoke() else 150_000)
+    parser.add_argument("--layouts", nargs="*", default=None, help='e.g. "1/1" "2x1 sync"')
     args = parser.parse_args(argv)
     if args.part in ("collection", "all"):
         collection()
     if args.part in ("learning", "all"):
-        learning(args.seeds, args.max_frames)
+        learning(args.seeds, args.max_frames, args.layouts)
 
 
 if __name__ == "__main__":
