@@ -108,14 +108,17 @@ def collection() -> dict:
 
     from torchrl_lite.collectors.distributed import RayCollector
 
-    ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
-             object_store_memory=200 * 1024**2)  # fmt: skip
     policy = make_policy()
-    collectors = {
+    collectors = {  # the process workers fork before Ray starts its threads
         "SyncDataCollector": SyncDataCollector(make_env, policy, frames_per_batch=FRAMES_PER_BATCH),
         "MultiSyncDataCollector(2)": MultiSyncDataCollector(
             [make_env] * 2, policy, frames_per_batch=FRAMES_PER_BATCH
         ),
+    }
+    iter(collectors["MultiSyncDataCollector(2)"]).__next__()  # its workers are up
+    # 3 logical CPUs: RayCollector(1) and (2) live together (timed one after the other)
+    ray.init(num_cpus=3, include_dashboard=False, object_store_memory=200 * 1024**2)
+    collectors |= {
         "RayCollector(1)": RayCollector(
             make_env, policy, frames_per_batch=FRAMES_PER_BATCH, num_collectors=1
         ),  # fmt: skip
@@ -236,13 +239,13 @@ def learn(layout, seed: int, max_frames: int) -> dict:
             "seconds": seconds, "last10": statistics.fmean(returns[-10:])}  # fmt: skip
 
 
-def learning(seeds, max_frames: int) -> None:
+def learning(seeds, max_frames: int, layouts=None) -> None:
     import ray
 
     ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
              object_store_memory=200 * 1024**2)  # fmt: skip
     rows = []
-    for layout in LAYOUTS:
+    for layout in [lay for lay in LAYOUTS if layouts is None or lay[0] in layouts]:
         for seed in seeds:
             r = learn(layout, seed, max_frames)
             print(r, flush=True)
@@ -266,11 +269,12 @@ def main(argv=None) -> None:
     parser.add_argument("part", nargs="?", default="all", choices=["collection", "learning", "all"])
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--max-frames", type=int, default=20_000 if smoke() else 150_000)
+    parser.add_argument("--layouts", nargs="*", default=None, help='e.g. "1/1" "2x1 sync"')
     args = parser.parse_args(argv)
     if args.part in ("collection", "all"):
         collection()
     if args.part in ("learning", "all"):
-        learning(args.seeds, args.max_frames)
+        learning(args.seeds, args.max_frames, args.layouts)
 
 
 if __name__ == "__main__":

@@ -137,6 +137,18 @@ def test_learner_bad_target_steps():
         Learner(Scheme(**doubles.factories()), -3)
 
 
-def test_restart_model_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        doubles.make_actor_factory(restart_model=tmp_path / "none.pt")("cpu")
+def test_learner_ctrl_c_stops_every_worker(monkeypatch):
+    scheme = Scheme(**doubles.factories())
+    learner = Learner(scheme, 1000)
+    learner.step()
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scheme, "step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        learner.step()
+    assert scheme._closed and scheme.local.collection.worker.collector.closed
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError, match=r"Scheme.step\(\) after shutdown\(\)"):
+        scheme.step()

@@ -6,7 +6,6 @@ import os
 import signal
 
 import pytest
-import ray
 import torch
 
 from tests.scheme import doubles
@@ -15,6 +14,7 @@ from torchrl_lite.collectors import SyncDataCollector
 from torchrl_lite.scheme import Scheme, worker_seed
 
 pytestmark = pytest.mark.ray
+ray = pytest.importorskip("ray", reason="the distributed tests need ray")
 
 
 def _equal_weights(a, b):
