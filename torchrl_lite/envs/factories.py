@@ -143,8 +143,11 @@ def pybullet_train_env_factory(
     seeded for its index; see :func:`gym_train_env_factory` for the arguments.
 
     Example:
-        >>> env = pybullet_train_env_factory("HalfCheetahBulletEnv-v0")  # doctest: +SKIP
-        >>> obs, info = env.reset()  # doctest: +SKIP
+        >>> env = pybullet_train_env_factory("HalfCheetahBulletEnv-v0")
+        >>> obs, info = env.reset()
+        >>> obs.shape, env.action_space.shape
+        ((26,), (6,))
+        >>> env.close()
     """
     _register_pybullet()
     return gym_train_env_factory(
