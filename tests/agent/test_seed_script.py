@@ -23,7 +23,9 @@ def _run(script: str, *args, timeout=600):
 
 @pytest.mark.slow
 def test_seed_script_1_1_then_evaluation(tmp_path):
-    out = _run("seed_000_train.py", "--target-steps", "2000", "--log-dir", str(tmp_path), "--no-ray-init")
+    out = _run(
+        "seed_000_train.py", "--target-steps", "2000", "--log-dir", str(tmp_path), "--no-ray-init"
+    )
     assert "frames 2000/2000" in out
     model = tmp_path / "actor_critic.state_dict"
     assert model.is_file() and (tmp_path / "train_g0_c0_e0.monitor.csv").is_file()
@@ -39,5 +41,6 @@ def test_seed_script_two_collection_workers(tmp_path):
                "--col-remote-workers", "2")  # fmt: skip
     assert "col workers 2/2" in out
     assert {p.name for p in tmp_path.glob("*.monitor.csv")} == {
-        "train_g0_c0_e0.monitor.csv", "train_g0_c1_e0.monitor.csv"
+        "train_g0_c0_e0.monitor.csv",
+        "train_g0_c1_e0.monitor.csv",
     }
