@@ -17,10 +17,21 @@ pytestmark = pytest.mark.ray
 
 
 def _policy(scale=0.5):
-    net = nn.Linear(3, 1)
-    nn.init.constant_(net.weight, scale)
-    nn.init.zeros_(net.bias)
+    """action = 2 tanh(scale * sum(obs)): deterministic, inside Pendulum's [-2, 2]."""
+    linear = nn.Linear(3, 1)
+    nn.init.constant_(linear.weight, scale)
+    nn.init.zeros_(linear.bias)
+    net = nn.Sequential(linear, nn.Tanh(), _Scale(2.0))
     return TensorDictModule(net, in_keys=["observation"], out_keys=["action"])
+
+
+class _Scale(nn.Module):
+    def __init__(self, factor):
+        super().__init__()
+        self.factor = factor
+
+    def forward(self, x):
+        return self.factor * x
 
 
 def _local_batch(policy, seed, index, frames, iterations=1):
@@ -42,19 +53,21 @@ def test_ray_collector_sync_equals_local_collectors(ray_session):  # noqa: F811
     for i, batch in enumerate(collector):
         batches.append(batch)
         if i == 0:  # new weights reach every worker for the next batch
-            nn.init.constant_(policy.module.weight, -1.0)
+            nn.init.constant_(policy.module[0].weight, -1.0)
             collector.update_policy_weights_()
     assert [b.batch_size for b in batches] == [torch.Size([40])] * 3
     expected = torch.cat([_local_batch(_policy(), 3, i, 20) for i in range(2)])
     assert (batches[0] == expected).all()
-    # the second batch was collected with the new weights: action = -1 * sum(obs)
+    # the second batch was collected with the new weights: action = 2 tanh(-sum(obs))
     second = batches[1]
-    assert torch.allclose(second["action"], -second["observation"].sum(-1, keepdim=True))
+    expected_action = 2 * torch.tanh(-second["observation"].sum(-1, keepdim=True))
+    assert torch.allclose(second["action"], expected_action, atol=1e-6)
     collector.shutdown()
     with pytest.raises(RuntimeError, match="was shut down"):
         collector.next()
 
 
+@pytest.mark.slow  # a restart starts a new worker process
 def test_ray_collector_async_survives_a_killed_worker(ray_session):  # noqa: F811
     import ray
 

@@ -11,7 +11,7 @@ from tests.scheme.conftest import init_session_ray
 from torchrl_lite import Learner
 from torchrl_lite.scheme import Scheme
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # starts its own 2-node cluster
 
 _STORE = 100 * 1024**2
 

@@ -236,9 +236,12 @@ class GradientWorker:
 
     def init_process_group(self, address: str, rank: int, world_size: int, weights) -> None:
         """Join the gloo group (all workers call it together) and start from ``weights``."""
+        import datetime
+
         import torch.distributed as dist
 
-        dist.init_process_group("gloo", init_method=address, rank=rank, world_size=world_size)
+        dist.init_process_group("gloo", init_method=address, rank=rank, world_size=world_size,
+                                timeout=datetime.timedelta(seconds=120))  # fmt: skip
         self._world = world_size
         self.set_weights(weights, 0)
 
@@ -271,7 +274,11 @@ class GradientWorker:
 
     # -- checkpoints ------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """Algorithm, storage, collection state, RNG and the position in the current pass."""
+        """Algorithm, storage, collection state, RNG and the position in the current pass.
+
+        Resuming is exact between passes, and inside one when the storage's state holds the
+        pass's data and its minibatches depend only on the RNG; otherwise (e.g. an on-policy
+        storage whose state is empty) the resumed worker drops the rest of that pass."""
         from torchrl_lite.trainers.checkpoint import rng_state
 
         state = {
@@ -297,7 +304,10 @@ class GradientWorker:
             self.storage.load_state_dict(state["storage"])
         self.collection.load_state_dict(state["collection"])
         self._batches = None
-        if state["pass"] is not None:  # replay the pass's draws up to where it was
+        replayable = bool(state.get("storage"))  # a storage whose state holds the pass's data
+        if state["pass"] is not None and not replayable:
+            self.storage.after_gradients()  # the rest of that pass is dropped: collect anew
+        elif state["pass"] is not None:  # replay the pass's draws up to where it was
             set_rng_state(state["pass"]["rng"])
             self._gen_rng, self._batches = state["pass"]["rng"], self._generate()
             for _ in range(state["pass"]["consumed"]):

@@ -25,8 +25,8 @@ _CHECKPOINT_EVERY_S = 60.0
 
 def scheme_options(args) -> dict | None:
     """The Scheme options from the CLI flags, or None when none was given."""
-    flags = (args.col_workers, args.grad_workers, args.async_col, args.async_grad, args.address)
-    if all(f in (None, False) for f in flags):
+    counts = (args.col_workers, args.grad_workers, args.address)
+    if all(c is None for c in counts) and not (args.async_col or args.async_grad):
         return None
     for name, value in (("--col-workers", args.col_workers), ("--grad-workers", args.grad_workers)):
         if value is not None and value < 1:

@@ -20,6 +20,7 @@ workers lives here:
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -94,11 +95,24 @@ def check_resources(requests: list[tuple[str, int, dict]]) -> None:
             )
 
 
+_LAST_LINE = re.compile(r"^(\w+(?:\.\w+)*): (.*)$")
+
+
 def _error_info(err: BaseException) -> dict:
+    """``{"type", "message", "traceback"}`` of a Ray error: the worker's own exception (a
+    task's ``cause``; for a failed ``__init__``, the last line of Ray's traceback text)."""
+    text = str(err)
     cause = getattr(err, "cause", None)
     if isinstance(cause, BaseException):
-        return {"type": type(cause).__name__, "message": str(cause), "traceback": str(err)}
-    return {"type": type(err).__name__, "message": str(err).split("\n")[0], "traceback": str(err)}
+        message = str(cause.args[0]) if isinstance(cause, KeyError) and cause.args else str(cause)
+        return {"type": type(cause).__name__, "message": message, "traceback": text}
+    if getattr(err, "actor_init_failed", False):
+        lines = [line for line in text.strip().splitlines() if line.strip()]
+        match = _LAST_LINE.match(lines[-1].strip()) if lines else None
+        if match:
+            name = match.group(1).rsplit(".", 1)[-1]
+            return {"type": name, "message": match.group(2), "traceback": text}
+    return {"type": type(err).__name__, "message": text.split("\n")[0], "traceback": text}
 
 
 class WorkerGroup:
@@ -117,6 +131,7 @@ class WorkerGroup:
         max_concurrency: actor threads (2 lets ``preempt`` reach a running ``collect``).
         suffix: appended to each worker's label (``" of gradient worker 1"``).
         restart_option: the user's name of ``max_restarts`` (for the error message).
+        start_timeout: seconds the workers may take to start (import torch, build envs).
 
     Example (needs a running Ray):
         >>> group = WorkerGroup("worker", object, lambda i, r: ((), {}), count=1,
@@ -138,7 +153,9 @@ class WorkerGroup:
         max_concurrency: int = 1,
         suffix: str = "",
         restart_option: str = "max_restarts",
+        start_timeout: float = 600.0,
     ):
+        self.start_timeout = float(start_timeout)
         self.suffix, self.restart_option = suffix, restart_option
         self.name, self.cls, self.args_for, self.count = name, cls, args_for, count
         self.resources = dict(resources)
@@ -175,12 +192,12 @@ class WorkerGroup:
         for index in range(self.count):
             self._new_actor(index)
         refs = list(self._starting)
-        done, pending = ray.wait(refs, num_returns=len(refs), timeout=self.timeout)
+        done, pending = ray.wait(refs, num_returns=len(refs), timeout=self.start_timeout)
         if pending:
             silent = [self.label(self._starting[r]) for r in pending]
             self.shutdown()
             raise TimeoutError(
-                f"{', '.join(silent)} did not start within timeout={self.timeout:g}s (the "
+                f"{', '.join(silent)} did not start within {self.start_timeout:g}s (the "
                 f"cluster may lack the resources {self.resources} per worker, or building the "
                 f"components hangs). Raise the timeout or check `ray status`."
             )
@@ -202,13 +219,13 @@ class WorkerGroup:
 
     def wait_ready(self, timeout: float | None = None) -> list[int]:
         """``ready()``, waiting (up to ``timeout``) for at least one worker to be ready."""
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        deadline = time.monotonic() + (self.start_timeout if timeout is None else timeout)
         while not self.ready():
             left = deadline - time.monotonic()
             if left <= 0:
                 self.shutdown()
                 raise TimeoutError(
-                    f"no {self.name} answered within {self.timeout:g}s (restarted workers "
+                    f"no {self.name} answered within {self.start_timeout:g}s (restarted workers "
                     f"could not start: is a node lost or the cluster full?)."
                 )
             self._poll_starting(min(left, 1.0))

@@ -1,0 +1,277 @@
+"""Scheme benchmarks: Ray collection throughput, Ray's per-batch cost, a scaling model,
+and PPO on Pendulum-v1 to -200 with several Scheme layouts.
+
+* Collection: frames/s on Pendulum-v1 (3-64-64-1 Tanh MLP policy, 1000 frames per batch) of
+  ``SyncDataCollector``, ``MultiSyncDataCollector(2)`` and ``RayCollector`` with 1 and 2
+  workers, built once and timed interleaved (median of ``REPEATS`` runs). Targets: Ray with
+  2 workers >= 1.7x SyncDataCollector and >= 0.9x MultiSyncDataCollector(2).
+* Ray's own cost per batch: a ``RolloutWorker`` actor whose collector returns a ready
+  1000-frame batch, called with new weights each time: weights out + batch back, median ms
+  (target <= 1 ms).
+* Scaling model: with ``t_c`` one worker's seconds per batch (measured inside the worker)
+  and ``o`` Ray's cost per batch (the driver receives batches one after the other), a
+  synchronous round of N workers takes ``t_c + N * o``, so frames/s(N) = ``N * F / (t_c +
+  N * o)`` while every worker has a core (N nodes x c cores: N * c workers). Checked
+  against the measured N = 1, 2.
+* Learning: PPO (the recipe's values through ``torchrl_lite.agent``) on Pendulum-v1 until
+  the mean of the last 10 episode returns reaches -200, for 1/1, 2x1 sync, 2x1 async and
+  1x2 sync: frames and seconds (Scheme start-up reported apart), per seed.
+
+Run: ``python benchmarks/bench_scheme.py [collection|learning|all] [--seeds 0 1 2]``.
+Ray needs idle cores: on a loaded machine the figures say little (the load is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+from tensordict.nn import TensorDictModule
+from torch import nn
+
+from _common import smoke, write_table
+from torchrl_lite.collectors import MultiSyncDataCollector, SyncDataCollector
+from torchrl_lite.envs import GymEnv
+
+torch.set_num_threads(1)
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+FRAMES_PER_BATCH = 1000
+BATCHES = 3 if smoke() else 10
+REPEATS = 1 if smoke() else 3
+CALLS = 10 if smoke() else 50
+ENV_ID = "Pendulum-v1"
+LAYOUTS = [  # (name, col workers, col mode, grad workers, grad mode)
+    ("1/1", 1, "synchronous", 1, "synchronous"),
+    ("2x1 sync", 2, "synchronous", 1, "synchronous"),
+    ("2x1 async", 2, "asynchronous", 1, "synchronous"),
+    ("1x2 sync", 1, "synchronous", 2, "synchronous"),
+]
+
+
+def make_policy() -> TensorDictModule:
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Linear(3, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 1), nn.Tanh()
+    )
+    return TensorDictModule(net, in_keys=["observation"], out_keys=["action"])
+
+
+def make_env() -> GymEnv:
+    return GymEnv(ENV_ID)
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+class _Canned:
+    """A collector that returns the same ready batch (isolates Ray's cost)."""
+
+    def __init__(self, batch):
+        self.batch = batch
+
+    def next(self):
+        return self.batch
+
+    def shutdown(self):
+        pass
+
+
+def ray_cost_ms(ray, batch) -> float:
+    """Median ms of one ``collect`` call: new weights out (a fresh ``ray.put``), batch back."""
+    from torchrl_lite.collectors.distributed import RolloutWorker
+
+    policy = make_policy()
+    worker = (
+        ray.remote(RolloutWorker)
+        .options(num_cpus=1)
+        .remote(lambda: (_Canned(batch), lambda weights: None))
+    )
+    ray.get(worker.ping.remote())
+    times = []
+    for i in range(CALLS + 2):
+        start = time.perf_counter()
+        weights = ray.put({k: v + i for k, v in policy.state_dict().items()})
+        ray.get(worker.collect.remote(weights, i))
+        times.append(time.perf_counter() - start)
+    ray.kill(worker)
+    return 1000 * statistics.median(times[2:])
+
+
+def collection() -> dict:
+    import ray
+
+    from torchrl_lite.collectors.distributed import RayCollector
+
+    ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
+             object_store_memory=200 * 1024**2)  # fmt: skip
+    policy = make_policy()
+    collectors = {
+        "SyncDataCollector": SyncDataCollector(make_env, policy, frames_per_batch=FRAMES_PER_BATCH),
+        "MultiSyncDataCollector(2)": MultiSyncDataCollector(
+            [make_env] * 2, policy, frames_per_batch=FRAMES_PER_BATCH
+        ),
+        "RayCollector(1)": RayCollector(
+            make_env, policy, frames_per_batch=FRAMES_PER_BATCH, num_collectors=1
+        ),  # fmt: skip
+        "RayCollector(2)": RayCollector(
+            make_env, policy, frames_per_batch=FRAMES_PER_BATCH, num_collectors=2
+        ),  # fmt: skip
+    }
+    iterators = {name: iter(c) for name, c in collectors.items()}
+    for it in iterators.values():  # warm-up: first batches, spec checks
+        next(it)
+    times: dict[str, list[float]] = {name: [] for name in collectors}
+    for _ in range(REPEATS):  # interleaved
+        for name, it in iterators.items():
+            start = time.perf_counter()
+            for _ in range(BATCHES):
+                next(it)
+            times[name].append(time.perf_counter() - start)
+    fps = {n: FRAMES_PER_BATCH * BATCHES / statistics.median(t) for n, t in times.items()}
+    # one worker's own seconds per batch (inside the actor), for the scaling model
+    from torchrl_lite.collectors.distributed.worker import RolloutWorker  # noqa: F401
+
+    single = collectors["RayCollector(1)"]
+    metas = [single.group.gather({0: single.group.call(0, "collect")})[0][1] for _ in range(5)]
+    t_c = statistics.median(m["seconds"] for m in metas)
+    batch = collectors["SyncDataCollector"].next()
+    for c in collectors.values():
+        c.shutdown()
+    cost = ray_cost_ms(ray, batch)
+    ray.shutdown()
+    o = cost / 1000
+    model = {n: n * FRAMES_PER_BATCH / (t_c + n * o) for n in (1, 2)}
+    sync, multi = fps["SyncDataCollector"], fps["MultiSyncDataCollector(2)"]
+    rows = [
+        ["SyncDataCollector", sync, 1.0, "-"],
+        ["MultiSyncDataCollector(2)", multi, multi / sync, "-"],
+        ["RayCollector(1)", fps["RayCollector(1)"], fps["RayCollector(1)"] / sync, "-"],
+        [
+            "RayCollector(2)",
+            fps["RayCollector(2)"],
+            fps["RayCollector(2)"] / sync,
+            ">= 1.7x Sync",
+        ],  # fmt: skip
+        [
+            "RayCollector(2) vs MultiSync(2)",
+            fps["RayCollector(2)"],
+            fps["RayCollector(2)"] / multi,
+            ">= 0.9x",
+        ],  # fmt: skip
+        ["Ray cost per batch (ms, weights out + batch back)", cost, "-", "<= 1 ms"],
+        [
+            "scaling model N=1 (frames/s) vs measured",
+            model[1],
+            model[1] / fps["RayCollector(1)"],
+            "~1",
+        ],  # fmt: skip
+        [
+            "scaling model N=2 (frames/s) vs measured",
+            model[2],
+            model[2] / fps["RayCollector(2)"],
+            "~1",
+        ],  # fmt: skip
+    ]
+    write_table(
+        "scheme_collection",
+        "Scheme / RayCollector: collection frames/s on Pendulum-v1",
+        ["case", "value", "ratio", "target"],
+        rows,
+        notes=(
+            f"frames_per_batch={FRAMES_PER_BATCH}, {BATCHES} batches per run, median of "
+            f"{REPEATS} interleaved runs, 1 torch thread per process, {os.cpu_count()} CPUs, "
+            f"load average {_load():.1f}. Model: t_c={t_c * 1000:.1f} ms per batch in one "
+            f"worker, o={cost:.2f} ms Ray cost per batch."
+        ),
+    )
+    return fps
+
+
+def _ppo_factories():
+    from torchrl_lite.agent.actors import OnPolicyActor
+    from torchrl_lite.agent.algos import PPO
+    from torchrl_lite.agent.env import VecEnv
+    from torchrl_lite.agent.storages import GAEBuffer
+    from torchrl_lite.envs import gym_train_env_factory
+    from torchrl_lite.recipes import ppo
+
+    cfg = ppo.Config()
+    envs, action_space, obs_space = VecEnv.create_factory(
+        env_fn=gym_train_env_factory, env_kwargs={"env_id": ENV_ID}, vec_env_size=cfg.num_envs
+    )
+    return {
+        "algo_factory": PPO.create_factory(),
+        "actor_factory": OnPolicyActor.create_factory(obs_space, action_space),
+        "storage_factory": GAEBuffer.create_factory(size=cfg.frames_per_batch // cfg.num_envs),
+        "train_envs_factory": envs,
+    }
+
+
+def learn(layout, seed: int, max_frames: int) -> dict:
+    from torchrl_lite import Learner
+    from torchrl_lite.scheme import Scheme
+
+    name, col, col_mode, grad, grad_mode = layout
+    start = time.perf_counter()
+    scheme = Scheme(**_ppo_factories(), col_remote_workers=col, col_communication=col_mode,
+                    grad_remote_workers=grad, grad_communication=grad_mode, seed=seed)  # fmt: skip
+    startup = time.perf_counter() - start
+    learner = Learner(scheme, target_steps=max_frames, logger=None)
+    returns, solved = [], None
+    start = time.perf_counter()
+    while not learner.done():
+        returns += learner.step()["returns"]
+        if len(returns) >= 10 and statistics.fmean(returns[-10:]) >= -200:
+            solved = learner.frames
+            break
+    seconds = time.perf_counter() - start
+    learner.close()
+    return {"layout": name, "seed": seed, "startup_s": startup, "frames": solved,
+            "seconds": seconds, "last10": statistics.fmean(returns[-10:])}  # fmt: skip
+
+
+def learning(seeds, max_frames: int) -> None:
+    import ray
+
+    ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
+             object_store_memory=200 * 1024**2)  # fmt: skip
+    rows = []
+    for layout in LAYOUTS:
+        for seed in seeds:
+            r = learn(layout, seed, max_frames)
+            print(r, flush=True)
+            rows.append([r["layout"], r["seed"], r["frames"] or f"> {max_frames}",
+                         r["seconds"], r["startup_s"], r["last10"]])  # fmt: skip
+    ray.shutdown()
+    write_table(
+        "scheme_learning",
+        "Scheme: PPO on Pendulum-v1 to -200 (mean of the last 10 episodes)",
+        ["layout", "seed", "frames", "seconds", "start-up s", "last-10 return"],
+        rows,
+        notes=(
+            f"recipe PPO values through torchrl_lite.agent; cap {max_frames} frames; "
+            f"{os.cpu_count()} CPUs, load average {_load():.1f}."
+        ),  # fmt: skip
+    )
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("part", nargs="?", default="all", choices=["collection", "learning", "all"])
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    parser.add_argument("--max-frames", type=int, default=20_000 if smoke() else 150_000)
+    args = parser.parse_args(argv)
+    if args.part in ("collection", "all"):
+        collection()
+    if args.part in ("learning", "all"):
+        learning(args.seeds, args.max_frames)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
