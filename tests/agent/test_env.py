@@ -171,3 +171,24 @@ def test_vec_env_over_dm_control_factories():
     raw.set_seed(env_seed(3, 0, 0, 1))
     position = raw.reset()["position"].float()
     torch.testing.assert_close(first[1, :3], position)  # CatTensors: position first
+
+
+def test_pybullet_env_survives_a_checkpoint():
+    pytest.importorskip("pybullet_envs_gymnasium", reason="needs the pybullet extra")
+    make, _, _ = VecEnv.create_factory(
+        pybullet_train_env_factory, {"env_id": "HalfCheetahBulletEnv-v0"}, vec_env_size=1
+    )
+    envs = make("cpu", 0)
+    td = envs.reset()
+    for _ in range(3):
+        td["action"] = torch.zeros(1, 6)
+        td = envs.step(td)["next"].clone()
+    state = envs.state_dict()  # a plain pickle of a PyBullet env would lose its physics server
+    envs.load_state_dict(state)
+    td["action"] = torch.zeros(1, 6)
+    cut = envs.step(td)["next"]
+    assert cut["truncated"].all() and cut["reward"].item() == 0.0  # the interrupted episode ends
+    td = envs.reset()
+    td["action"] = torch.zeros(1, 6)
+    assert torch.isfinite(envs.step(td)["next", "observation"]).all()
+    envs.close()
