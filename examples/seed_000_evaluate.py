@@ -50,7 +50,7 @@ while not done:
     done = terminated or truncated
     episode_reward += reward
     if done:
-        print("EPISODE: reward: {}".format(episode_reward), flush=True)
+        print("EPISODE: reward: {}".format(episode_reward), flush=True)  # noqa: UP032
         episodes += 1
         if episodes == args.episodes:
             break

@@ -32,6 +32,9 @@ parser.add_argument("--col-remote-workers", type=int, default=1)
 parser.add_argument("--col-communication", default="synchronous")
 parser.add_argument("--no-ray-init", action="store_true", help="skip ray.init() (1/1 needs no Ray)")
 parser.add_argument("--resume", action="store_true", help="continue from log_dir/checkpoint")
+parser.add_argument(
+    "--worker-timeout", type=float, default=None, help="Scheme's worker_timeout (s)"
+)
 args = parser.parse_args()  # completion 4
 
 if __name__ == "__main__":
@@ -56,9 +59,11 @@ if __name__ == "__main__":
     )
 
     # 3. Defining a RL agent
+    # isort: off
     from torchrl_lite.agent.algos import PPO
-    from torchrl_lite.agent.storages import GAEBuffer
+    from torchrl_lite.agent.storages import GAEBuffer  # noqa: F401  (the seed's import)
     from torchrl_lite.agent.storages import OnPolicyGAEBuffer  # completion 2
+    # isort: on
 
     # Define RL training algorithm
     algo_factory = PPO.create_factory(
@@ -95,6 +100,9 @@ if __name__ == "__main__":
     scheme_parameters.update({
         "grad_remote_workers": 1,
         "col_communication": args.col_communication})  # fmt: skip
+
+    if args.worker_timeout is not None:  # completion 4: loaded machines start workers slowly
+        scheme_parameters["worker_timeout"] = args.worker_timeout
 
     scheme = Scheme(**scheme_parameters)
 

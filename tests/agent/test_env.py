@@ -151,3 +151,44 @@ def test_vec_env_bad_arguments(kwargs, error, match):
     kwargs = {"env_kwargs": {"env_id": "CartPole-v1"}, **kwargs}
     with pytest.raises(error, match=match):
         VecEnv.create_factory(gym_train_env_factory, **kwargs)
+
+
+@pytest.mark.dm_control
+def test_vec_env_over_dm_control_factories():
+    pytest.importorskip("dm_control", reason="needs dm_control")
+    from torchrl_lite.envs import dmc_train_env_factory
+    from torchrl_lite.envs.libs.dm_control import DMControlEnv
+
+    make, action_space, obs_space = VecEnv.create_factory(
+        dmc_train_env_factory, {"domain_name": "cartpole", "task_name": "swingup"}, vec_env_size=2
+    )
+    assert obs_space.shape == (5,) and action_space.shape == (1,)
+    first = make("cpu", 3).reset()["observation"]
+    again = make("cpu", 3).reset()["observation"]
+    torch.testing.assert_close(first, again)  # reproducible from the seed
+    assert not torch.equal(first[0], first[1])  # the copies differ
+    raw = DMControlEnv("cartpole", "swingup")
+    raw.set_seed(env_seed(3, 0, 0, 1))
+    position = raw.reset()["position"].float()
+    torch.testing.assert_close(first[1, :3], position)  # CatTensors: position first
+
+
+def test_pybullet_env_survives_a_checkpoint():
+    pytest.importorskip("pybullet_envs_gymnasium", reason="needs the pybullet extra")
+    make, _, _ = VecEnv.create_factory(
+        pybullet_train_env_factory, {"env_id": "HalfCheetahBulletEnv-v0"}, vec_env_size=1
+    )
+    envs = make("cpu", 0)
+    td = envs.reset()
+    for _ in range(3):
+        td["action"] = torch.zeros(1, 6)
+        td = envs.step(td)["next"].clone()
+    state = envs.state_dict()  # a plain pickle of a PyBullet env would lose its physics server
+    envs.load_state_dict(state)
+    td["action"] = torch.zeros(1, 6)
+    cut = envs.step(td)["next"]
+    assert cut["truncated"].all() and cut["reward"].item() == 0.0  # the interrupted episode ends
+    td = envs.reset()
+    td["action"] = torch.zeros(1, 6)
+    assert torch.isfinite(envs.step(td)["next", "observation"]).all()
+    envs.close()

@@ -21,3 +21,15 @@ class Factory:
 
     def __repr__(self) -> str:
         return f"{self.cls.__name__}.create_factory(**{self.kwargs!r})"
+
+
+def check_int(owner: str, name: str, value, minimum: int = 1) -> int:
+    """``value`` if it is an int >= ``minimum``; ValueError naming ``owner.name`` otherwise.
+
+    Example:
+        >>> check_int("PPO", "num_epochs", 4)
+        4
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{owner}: {name} must be an int >= {minimum}, got {value!r}.")
+    return value

@@ -30,6 +30,7 @@ import time
 import gymnasium
 import torch
 
+from torchrl_lite.agent._factory import check_int
 from torchrl_lite.envs import (
     Compose,
     DoubleToFloat,
@@ -249,8 +250,7 @@ class VecEnv:
             raise TypeError(f"VecEnv: env_fn must be callable, got {env_fn!r}.")
         if env_kwargs is not None and not isinstance(env_kwargs, dict):
             raise TypeError(f"VecEnv: env_kwargs must be a dict, got {env_kwargs!r}.")
-        if isinstance(vec_env_size, bool) or not isinstance(vec_env_size, int) or vec_env_size < 1:
-            raise ValueError(f"VecEnv: vec_env_size must be an int >= 1, got {vec_env_size!r}.")
+        check_int("VecEnv", "vec_env_size", vec_env_size)
         if vectorization_mode not in _MODES:
             raise ValueError(
                 f"VecEnv: unknown vectorization_mode {vectorization_mode!r}; use one of {_MODES}."

@@ -14,12 +14,15 @@ seeds at reset, not at construction), so ``env.reset()`` on a fresh factory env 
 
 from __future__ import annotations
 
+import functools
+
 import gymnasium
 import numpy as np
 
 __all__ = [
     "dmc_test_env_factory",
     "dmc_train_env_factory",
+    "RebuildOnUnpickle",
     "SeedOnFirstReset",
     "env_seed",
     "gym_test_env_factory",
@@ -124,6 +127,54 @@ def gym_test_env_factory(
     )  # fmt: skip
 
 
+class RebuildOnUnpickle(gymnasium.Wrapper):
+    """An env whose state does not survive pickling (a PyBullet env's unpickled copy has no
+    physics-server connection): pickling keeps how to build it and its ``np_random`` state;
+    the unpickled copy is built afresh, and its first ``step`` ends the interrupted episode
+    (a reset, reward 0, ``truncated=True``), after which it runs on with the saved RNG.
+    Checkpoints of such envs (``GymWrapper.state_dict``) therefore resume, not bit-exact.
+
+    Args:
+        env: the env, as ``build()`` returns it.
+        build: a picklable zero-argument callable that builds the env again.
+
+    Example:
+        >>> import functools, pickle
+        >>> build = functools.partial(gymnasium.make, "Pendulum-v1")
+        >>> env = RebuildOnUnpickle(build(), build)
+        >>> _ = env.reset(seed=0)
+        >>> copy = pickle.loads(pickle.dumps(env))
+        >>> copy.step(env.action_space.sample())[3]  # truncated: the episode was cut
+        True
+    """
+
+    def __init__(self, env, build):
+        super().__init__(env)
+        self.build = build
+        self._interrupted = False
+        self._rng_state = None
+
+    def __reduce_ex__(self, protocol):
+        rng = getattr(self.env.unwrapped, "_np_random", None)
+        state = rng.bit_generator.state if rng is not None else None
+        return (_rebuilt, (self.build, state))
+
+    def step(self, action):
+        if self._interrupted:
+            self._interrupted = False
+            obs, info = self.env.reset()
+            if self._rng_state is not None:
+                self.env.unwrapped.np_random.bit_generator.state = self._rng_state
+            return obs, 0.0, False, True, info
+        return self.env.step(action)
+
+
+def _rebuilt(build, rng_state):
+    env = RebuildOnUnpickle(build(), build)
+    env._interrupted, env._rng_state = True, rng_state
+    return env
+
+
 def _register_pybullet() -> None:
     from torchrl_lite._utils import require
 
@@ -143,13 +194,19 @@ def pybullet_train_env_factory(
     seeded for its index; see :func:`gym_train_env_factory` for the arguments.
 
     Example:
-        >>> env = pybullet_train_env_factory("HalfCheetahBulletEnv-v0")  # doctest: +SKIP
-        >>> obs, info = env.reset()  # doctest: +SKIP
+        >>> env = pybullet_train_env_factory("HalfCheetahBulletEnv-v0")
+        >>> obs, info = env.reset()
+        >>> obs.shape, env.action_space.shape
+        ((26,), (6,))
+        >>> env.close()
     """
     _register_pybullet()
-    return gym_train_env_factory(
+    env = gym_train_env_factory(
         env_id, index_col_worker, index_grad_worker, index_env, seed, **make_kwargs
     )
+    build = functools.partial(gym_train_env_factory, env_id, index_col_worker,
+                              index_grad_worker, index_env, seed, **make_kwargs)  # fmt: skip
+    return RebuildOnUnpickle(env, build)  # its unpickled copy would have no physics server
 
 
 def pybullet_test_env_factory(
@@ -162,10 +219,10 @@ def pybullet_test_env_factory(
 ):
     """Like :func:`pybullet_train_env_factory`, with seeds from ``seed + TEST_SEED_OFFSET``
     (pass ``render_mode="human"`` to watch it in PyBullet's window)."""
-    _register_pybullet()
-    return gym_test_env_factory(
-        env_id, index_col_worker, index_grad_worker, index_env, seed, **make_kwargs
-    )
+    return pybullet_train_env_factory(
+        env_id, index_col_worker, index_grad_worker, index_env, seed + TEST_SEED_OFFSET,
+        **make_kwargs,
+    )  # fmt: skip
 
 
 def dmc_train_env_factory(

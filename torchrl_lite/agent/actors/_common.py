@@ -11,6 +11,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from torchrl_lite import _keys as K
+from torchrl_lite.agent._factory import Factory
 from torchrl_lite.data import Composite
 from torchrl_lite.envs.libs.gym import space_to_spec
 from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
@@ -119,12 +120,14 @@ def check_recurrent(recurrent_nets) -> None:
         )
 
 
-class ActorFactory:
-    """``factory(device) -> actor`` (picklable: the Scheme sends it to its workers)."""
+class ActorFactory(Factory):
+    """``factory(device) -> actor``, loading ``restart_model`` when given (checked here, at
+    creation, so that a bad path fails in the caller and not in a remote worker)."""
 
     def __init__(self, cls, restart_model, **kwargs):
-        self.cls, self.restart_model, self.kwargs = cls, restart_model, kwargs
-        if restart_model is not None:  # fail here, not in a remote worker
+        super().__init__(cls, kwargs)
+        self.restart_model = restart_model
+        if restart_model is not None:
             load_restart_model(cls(**kwargs), restart_model)
 
     def __call__(self, device="cpu"):

@@ -15,7 +15,7 @@ import inspect
 
 import torch
 
-from torchrl_lite.agent._factory import Factory
+from torchrl_lite.agent._factory import Factory, check_int
 from torchrl_lite.agent.algos.base import Algorithm
 from torchrl_lite.modules import EGreedyModule, SafeSequential
 from torchrl_lite.objectives import DDPGLoss, DQNLoss, HardUpdate, SACLoss, SoftUpdate
@@ -32,12 +32,6 @@ _SAC, _TD3, _DDPG, _DQN = (
     ddpg_recipe.Config(),
     dqn_recipe.Config(),
 )
-
-
-def _positive_int(owner: str, name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{owner}: {name} must be an int >= 1, got {value!r}.")
-    return value
 
 
 def _polyak(owner: str, polyak) -> float:
@@ -60,12 +54,10 @@ class _OffPolicy(Algorithm):
                 f"OffPolicyActor.create_factory(..., algorithm_name={name!r})."
             )
         self.gamma = float(gamma)
-        self.num_updates = _positive_int(name, "num_updates", num_updates)
-        self.update_every = _positive_int(name, "update_every", update_every)
-        self.mini_batch_size = _positive_int(name, "mini_batch_size", mini_batch_size)
-        if isinstance(start_steps, bool) or not isinstance(start_steps, int) or start_steps < 0:
-            raise ValueError(f"{name}: start_steps must be an int >= 0, got {start_steps!r}.")
-        self.start_steps = start_steps
+        self.num_updates = check_int(name, "num_updates", num_updates)
+        self.update_every = check_int(name, "update_every", update_every)
+        self.mini_batch_size = check_int(name, "mini_batch_size", mini_batch_size)
+        self.start_steps = check_int(name, "start_steps", start_steps, minimum=0)
         self.num_epochs = 1
 
     @property
@@ -152,7 +144,7 @@ class SAC(_OffPolicy):
                          update_every=update_every, start_steps=start_steps,
                          mini_batch_size=mini_batch_size, max_grad_norm=max_grad_norm)  # fmt: skip
         self.polyak = _polyak("SAC", polyak)
-        self.target_update_interval = _positive_int(
+        self.target_update_interval = check_int(
             "SAC", "target_update_interval", target_update_interval
         )
         self.loss_module = SACLoss(actor.policy, actor.q, num_qvalue_nets=2, gamma=self.gamma,
@@ -200,7 +192,7 @@ class TD3(_OffPolicy):
                          update_every=update_every, start_steps=start_steps,
                          mini_batch_size=mini_batch_size, max_grad_norm=max_grad_norm)  # fmt: skip
         self.polyak = _polyak("TD3", polyak)
-        self.policy_delay = _positive_int("TD3", "policy_delay", policy_delay)
+        self.policy_delay = check_int("TD3", "policy_delay", policy_delay)
         cfg = td3_recipe.Config(gamma=self.gamma, exploration_noise=exploration_noise,
                                 policy_noise=policy_noise, noise_clip=noise_clip)  # fmt: skip
         self.loss_module = td3_recipe.make_loss(cfg, actor.policy, actor.q, actor.action_spec)
@@ -306,7 +298,7 @@ class DQN(_OffPolicy):
         self.optimizers = {"optimizer": torch.optim.Adam(self.loss_module.parameters(), lr=lr)}
         self.target_updater = HardUpdate(
             self.loss_module,
-            value_network_update_interval=_positive_int(type(self).__name__, "target_update_interval", target_update_interval),
+            value_network_update_interval=check_int(type(self).__name__, "target_update_interval", target_update_interval),
         )  # fmt: skip
         self.initial_epsilon, self.final_epsilon = float(initial_epsilon), float(final_epsilon)
         self.epsilon_annealing_steps = max(1, int(epsilon_annealing_steps))

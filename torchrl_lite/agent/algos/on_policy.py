@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from torchrl_lite.agent._factory import Factory
+from torchrl_lite.agent._factory import Factory, check_int
 from torchrl_lite.agent.algos.base import Algorithm
 from torchrl_lite.objectives import A2CLoss, ClipPPOLoss
 from torchrl_lite.recipes import a2c as a2c_recipe
@@ -30,10 +30,8 @@ def _check_batches(name: str, num_mini_batch, mini_batch_size):
             f"({mini_batch_size}), not both."
         )
     for label, value in (("num_mini_batch", num_mini_batch), ("mini_batch_size", mini_batch_size)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(f"{name}: {label} must be an int >= 1, got {value!r}.")
+        if value is not None:
+            check_int(name, label, value)
 
 
 class _OnPolicy(Algorithm):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from torchrl_lite.agent._factory import Factory
+from torchrl_lite.agent._factory import Factory, check_int
 from torchrl_lite.objectives.value import GAE, TD1Estimator
 from torchrl_lite.recipes import ppo as ppo_recipe
 
@@ -25,8 +25,7 @@ class _OnPolicyBuffer:
     on_policy = True
 
     def __init__(self, device, actor, algo, size: int, recompute_each_epoch: bool):
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{type(self).__name__}: size must be an int >= 1, got {size!r}.")
+        check_int(type(self).__name__, "size", size)
         self.device = torch.device(device)
         self.size = size
         self.steps_per_collection = size

@@ -14,7 +14,7 @@ import torch
 from tensordict import TensorDictBase
 
 from torchrl_lite import _keys as K
-from torchrl_lite.agent._factory import Factory
+from torchrl_lite.agent._factory import Factory, check_int
 from torchrl_lite.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl_lite.data.replay_buffers.replay_buffers import TensorDictPrioritizedReplayBuffer
 from torchrl_lite.recipes import sac as sac_recipe
@@ -35,8 +35,7 @@ class ReplayBuffer:
     on_policy = False
 
     def __init__(self, device, actor, algo, size: int = _SIZE):
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{type(self).__name__}: size must be an int >= 1, got {size!r}.")
+        check_int(type(self).__name__, "size", size)
         self.device = torch.device(device)
         self.size = size
         self.actor, self.algo = actor, algo
@@ -110,8 +109,7 @@ class NStepReplayBuffer(ReplayBuffer):
     """
 
     def __init__(self, device, actor, algo, size: int = _SIZE, n_step: int = 3):
-        if isinstance(n_step, bool) or not isinstance(n_step, int) or n_step < 1:
-            raise ValueError(f"NStepReplayBuffer: n_step must be an int >= 1, got {n_step!r}.")
+        check_int("NStepReplayBuffer", "n_step", n_step)
         super().__init__(device, actor, algo, size)
         self.n_step = n_step
         if hasattr(algo, "use_n_step_returns"):
