@@ -175,3 +175,22 @@ def test_scheme_unpicklable_factory(ray_session):
 
     with pytest.raises(TypeError, match="storage_factory cannot be pickled"):
         Scheme(**{**doubles.factories(), "storage_factory": storage_factory}, col_remote_workers=2)
+
+
+def test_scheme_decentralized_update_equals_central_average(ray_session):
+    """Every gradient worker all-reduces and applies the average itself: the weights equal
+    those of the synchronous central update (same seed, same minibatches)."""
+    weights = {}
+    for decentralized in (False, True):
+        scheme = Scheme(**doubles.factories(), grad_remote_workers=2, seed=3,
+                        decentralized_update=decentralized)  # fmt: skip
+        learner = Learner(scheme, target_steps=10_000)
+        for _ in range(4):
+            learner.step()
+        assert scheme.version == 4 and learner.get_metrics()["grad_alive"] == 2
+        weights[decentralized] = scheme.get_weights()
+        learner.close()
+    central, decentral = weights[False], weights[True]
+    assert central.keys() == decentral.keys()
+    for key in central:
+        torch.testing.assert_close(decentral[key], central[key], rtol=1e-5, atol=1e-6)

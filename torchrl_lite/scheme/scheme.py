@@ -232,10 +232,11 @@ class Scheme:
         import ray
 
         address = ray.get(self.group.call(0, "free_address"))
+        # fetched once, before any worker blocks in the rendezvous (asking worker 0 for its
+        # weights while it waits for the others would deadlock)
+        weights = ray.put(self.get_weights())
         refs = {
-            i: self.group.call(
-                i, "init_process_group", address, i, self.grad_workers, self.get_weights()
-            )
+            i: self.group.call(i, "init_process_group", address, i, self.grad_workers, weights)
             for i in range(self.grad_workers)
         }
         self.group.gather(refs)
