@@ -1,8 +1,8 @@
 """Env transforms: a flat, editable list of data transforms applied by ``TransformedEnv``."""
 
 from torchrl_lite.envs.transforms.action import ActionScaling
-from torchrl_lite.envs.transforms.batch import BatchSizeTransform, RandomCropTensorDict
 from torchrl_lite.envs.transforms.augment import RandomCrop, RandomShift
+from torchrl_lite.envs.transforms.batch import BatchSizeTransform, RandomCropTensorDict
 from torchrl_lite.envs.transforms.episode import (
     FrameSkipTransform,
     InitTracker,
