@@ -5,7 +5,14 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from torchrl_lite.envs import Compose, GymEnv, SerialEnv, ToTensorImage, TransformedEnv
+from torchrl_lite.envs import (
+    Compose,
+    GymEnv,
+    SerialEnv,
+    ToTensorImage,
+    TransformedEnv,
+    check_env_specs,
+)
 from torchrl_lite.record import CSVLogger, VideoRecorder
 
 
@@ -136,8 +143,12 @@ def test_video_recorder_bad_input(tmp_path):
         VideoRecorder(None, "v", in_keys=["pixels", "image"])
     with pytest.raises(TypeError, match="log_video"):
         VideoRecorder(object(), "v")
-    with pytest.raises(KeyError, match="image"):
-        _cartpole(VideoRecorder(None, "v", in_keys=["image"]))
+    # an absent frame key: the recorder is skipped (as in TorchRL), with a warning, and
+    # check_env_specs names it
+    with pytest.warns(UserWarning, match="'image'.*skipped"):
+        env = _cartpole(VideoRecorder(None, "v", in_keys=["image"]))
+    with pytest.raises(ValueError, match="VideoRecorder.*'image'"):
+        check_env_specs(env)
     recorder = VideoRecorder(None, "v")
     with pytest.raises(ValueError, match="\\[H, W, C\\]"):
         recorder(TensorDict({"pixels": torch.zeros(2, 8, dtype=torch.uint8)}, [2]))

@@ -129,8 +129,6 @@ def make_actor_critic(cfg: Config, env):
     a one-hot categorical over the network's logits.
     """
     spec = env.action_spec
-    value_net, key = observation_network(env, 1, cfg.hidden, 2, pixels=cfg.pixels)
-    critic = ValueOperator(value_net, in_keys=[key])
     if action_kind(spec) == "discrete":
         n = spec.shape[-1]
         body, key = observation_network(env, n, cfg.hidden, 2, pixels=cfg.pixels)
@@ -140,7 +138,7 @@ def make_actor_critic(cfg: Config, env):
             distribution_class=OneHotCategorical,
             return_log_prob=True,
         )
-        return actor, critic
+        return actor, _critic(cfg, env)
     act_dim = spec.shape[-1]
     low, high = spec.low.reshape(-1, act_dim)[0], spec.high.reshape(-1, act_dim)[0]
     body, key = observation_network(env, act_dim, cfg.hidden, 2, pixels=cfg.pixels)
@@ -152,7 +150,12 @@ def make_actor_critic(cfg: Config, env):
         distribution_kwargs={"low": low, "high": high},
         return_log_prob=True,
     )
-    return actor, critic
+    return actor, _critic(cfg, env)  # built after the actor: the seeded init is the same
+
+
+def _critic(cfg: Config, env):
+    value_net, key = observation_network(env, 1, cfg.hidden, 2, pixels=cfg.pixels)
+    return ValueOperator(value_net, in_keys=[key])
 
 
 def make_loss(cfg: Config, actor, critic):

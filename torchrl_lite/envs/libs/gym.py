@@ -581,9 +581,12 @@ class GymEnv(GymWrapper):
 
 
 def _check_num_envs(num_envs) -> None:
+    if num_envs is None:  # like 0: one env without a batch dimension
+        return
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 0:
         raise ValueError(
-            f"GymEnv: num_envs must be an int >= 0 (0: one env without a batch dimension), "
+            f"GymEnv: num_envs must be an int >= 0 (0 or None: one env without a batch "
+            f"dimension), "
             f"got {num_envs!r}."
         )
 
