@@ -105,7 +105,7 @@ def gym_train_env_factory(
         >>> bool((env.reset()[0] == raw.reset(seed=env_seed(3, 0, 0, 1))[0]).all())
         True
     """
-    from torchrl_lite.envs.libs.gym import _check_env_id
+    from torchrl_lite.envs.libs._gym_checks import _check_env_id
 
     _check_env_id(env_id)
     env = gymnasium.make(env_id, **make_kwargs)
