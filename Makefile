@@ -8,7 +8,7 @@ export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 export SDL_VIDEODRIVER ?= dummy
 
-.PHONY: install system-deps train test test-all bench lint format clean notebooks tutorials
+.PHONY: install system-deps train test test-all test-compat bench lint format clean notebooks tutorials
 
 install: $(STAMP)
 
@@ -49,6 +49,21 @@ test: install system-deps lint
 test-all: install system-deps lint
 	$(BIN)/python -m pytest -q
 
+# The env, collector and replay-buffer tests against the lowest tensordict that
+# pyproject.toml accepts (its own venv; everything else pinned as in constraints.txt),
+# through the fast path and through the public-API fallback (TORCHRL_LITE_TD_FAST=0).
+TD_LOWEST ?= $(shell sed -n 's/.*"tensordict>=\([0-9.]*\).*/\1/p' pyproject.toml)
+COMPAT    := .venv-compat
+COMPAT_TESTS := tests/envs tests/collectors/test_sync.py tests/collectors/test_utils.py tests/data
+test-compat: system-deps
+	@test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
+	sed 's/^tensordict==.*/tensordict==$(TD_LOWEST)/' constraints.txt > $(COMPAT)/constraints.txt
+	$(COMPAT)/bin/python -m pip install -q --upgrade pip
+	$(COMPAT)/bin/python -m pip install -q -c $(COMPAT)/constraints.txt -e ".[dm_control,rendering,utils,test]"
+	$(COMPAT)/bin/python -c "import tensordict, torchrl_lite._td as t; print('tensordict', tensordict.__version__, 'fast path:', t.FAST)"
+	$(COMPAT)/bin/python -m pytest -m "not slow" -q -p no:cacheprovider $(COMPAT_TESTS)
+	TORCHRL_LITE_TD_FAST=0 $(COMPAT)/bin/python -m pytest -m "not slow" -q -p no:cacheprovider $(COMPAT_TESTS)
+
 bench: install system-deps
 	TORCHRL_LITE_SMOKE=0 $(BIN)/python -m pytest -m slow -q
 	cd benchmarks && TORCHRL_LITE_SMOKE=0 ../$(BIN)/python run_all.py
@@ -62,4 +77,4 @@ tutorials: install system-deps
 	$(BIN)/python tutorials/notebooks.py full
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(COMPAT) .pytest_cache .ruff_cache *.egg-info

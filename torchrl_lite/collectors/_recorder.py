@@ -6,6 +6,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite import _td
 
 # Steps kept as references before being copied into the buffers. Few enough that the
 # objects they hold (~10 per step) stay under the garbage collector's first threshold
@@ -38,7 +39,8 @@ class _Recorder:
         self.getters = [_getter(k, defaults.get(k)) for k in keys]
         # the common layout (plain TensorDicts, keys at the root or under "next") is read
         # straight from the dicts, several times faster than a getter per leaf
-        flat = type(td) is TensorDict and type(td._tensordict.get(K.NEXT)) is TensorDict
+        root = _td.entries(td)
+        flat = root is not None and _td.entries(root.get(K.NEXT)) is not None
         if flat and all(isinstance(k, str) or (len(k) == 2 and k[0] == K.NEXT) for k in keys):
             self.plan = [
                 (k[1], True, defaults.get(k))
@@ -79,8 +81,8 @@ class _Recorder:
         """Per key, its leaf at each pending step."""
         if self.plan is not None:
             try:
-                roots = [td._tensordict for td in self.pending]
-                nexts = [root[K.NEXT]._tensordict for root in roots]
+                roots = [_td.entries(td) for td in self.pending]
+                nexts = [_td.entries(root[K.NEXT]) for root in roots]
                 columns = []
                 for name, in_next, default in self.plan:
                     dicts = nexts if in_next else roots
@@ -89,7 +91,7 @@ class _Recorder:
                     else:
                         columns.append([d.get(name, default) for d in dicts])
                 return columns
-            except (KeyError, AttributeError):
+            except (KeyError, AttributeError, TypeError):
                 pass  # a step differs from the first one: the getters say how
         return [[getter(td) for td in self.pending] for getter in self.getters]
 
@@ -117,7 +119,7 @@ def _getter(key, default):
 
     def get(td):
         for name in path:
-            td = td._get_str(name, None)
+            td = _td.get(td, name)
             if td is None:
                 if default is not None:
                     return default

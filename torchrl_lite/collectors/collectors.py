@@ -17,10 +17,11 @@ from __future__ import annotations
 import copy
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from torch import nn
 
 from torchrl_lite import _keys as K
+from torchrl_lite import _td
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.collectors._args import check_int, check_policy, make_env, param_device
 from torchrl_lite.collectors._base import DataCollectorBase
@@ -231,7 +232,7 @@ class SyncDataCollector(DataCollectorBase):
                         self._check_action(td, before)
                 else:
                     td = env.rand_action(td)
-                preset = td._get_str(K.NEXT, None)  # the policy's ("next", ...) entries
+                preset = _td.get(td, K.NEXT)  # the policy's ("next", ...) entries
                 next_td = env_step(td)
                 if not self.__dict__.get("_output_checked"):  # once: _step against the specs
                     check_step_output(env, next_td)
@@ -240,12 +241,12 @@ class SyncDataCollector(DataCollectorBase):
                     _merge_preset(next_td, preset)
                 if truncating:
                     self._truncate(next_td)
-                td._set_str(K.NEXT, next_td, validated=True, inplace=False)
+                _td.set(td, K.NEXT, next_td)
                 ids = self._traj_ids
                 if t == 0:
                     rec.begin(td, ids, defaults)
                 rec.record(td, ids)
-                done = next_td._get_str(K.DONE, None)
+                done = _td.get(next_td, K.DONE)
                 if done is None:
                     raise KeyError(
                         f"The env's step returned no 'done': {list(next_td.keys(True, True))}"
@@ -270,7 +271,8 @@ class SyncDataCollector(DataCollectorBase):
     def _next_root(self, td: TensorDictBase, next_td: TensorDictBase) -> TensorDictBase:
         """``step_mdp``: the step's ``"next"`` entries (minus the reward) and the root's
         other entries (minus the action), in a new TensorDict."""
-        if not (self._flat_keys and type(td) is TensorDict and type(next_td) is TensorDict):
+        root, nxt = _td.entries(td), _td.entries(next_td)
+        if not (self._flat_keys and root is not None and nxt is not None):
             from torchrl_lite.envs.utils import step_mdp
 
             out = step_mdp(td, reward_keys=self._reward_keys, action_keys=self._action_keys)
@@ -278,15 +280,15 @@ class SyncDataCollector(DataCollectorBase):
             drop_next, drop_root = self._drop_next, self._drop_root
             entries = {
                 k: v if isinstance(v, torch.Tensor) else v.copy()
-                for k, v in next_td._tensordict.items()
+                for k, v in nxt.items()
                 if k not in drop_next
             }
-            for k, v in td._tensordict.items():
+            for k, v in root.items():
                 if k not in entries and k not in drop_root:
                     entries[k] = v if isinstance(v, torch.Tensor) else v.copy()
-            out = TensorDict._new_unsafe(entries, batch_size=td.batch_size, device=td.device)
+            out = _td.new(entries, td.batch_size, td.device)
         if self._track_init:
-            out._set_str(K.IS_INIT, self._not_init, validated=True, inplace=False)
+            _td.set(out, K.IS_INIT, self._not_init)
         return out
 
     def _truncate(self, next_td: TensorDictBase) -> None:

@@ -10,8 +10,9 @@ import functools
 from typing import NamedTuple
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 
+from torchrl_lite import _td
 from torchrl_lite.data.tensor_specs import Composite
 from torchrl_lite.envs.common import EnvBase
 
@@ -136,7 +137,7 @@ def td_from_leaves(keys: list, values: list, batch_size, device, flat=None) -> T
         flat = not any(isinstance(k, tuple) for k in keys)
     if flat:
         entries = dict(zip(keys, values))
-        return TensorDict._new_unsafe(entries, batch_size=batch_size, device=device, nested=False)
+        return _td.new(entries, batch_size, device)
     tree: dict = {}
     for key, value in zip(keys, values):
         node = tree
@@ -151,13 +152,13 @@ def _tree_to_td(tree: dict, batch_size, device) -> TensorDictBase:
     entries = {
         k: _tree_to_td(v, batch_size, device) if isinstance(v, dict) else v for k, v in tree.items()
     }
-    return TensorDict._new_unsafe(entries, batch_size=batch_size, device=device)
+    return _td.new(entries, batch_size, device)
 
 
 def leaves(td: TensorDictBase, keys: list, flat: bool) -> list:
     """``[td.get(k, None) for k in keys]``, reading a TensorDict's dict directly when the
     keys are flat (five times faster than ``get``, and this runs per copy per step)."""
-    store = getattr(td, "_tensordict", None) if flat and type(td) is TensorDict else None
+    store = _td.entries(td) if flat else None
     if store is not None:
         return [store.get(k) for k in keys]
     return [td.get(k, None) for k in keys]

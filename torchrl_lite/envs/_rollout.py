@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from torchrl_lite import _td
+
 # Steps kept as references before being copied into the buffers. Small enough that the
 # objects they hold (~10 per step) stay under the garbage collector's first threshold
 # (700 net allocations): with more, collections run during the rollout, promote those
@@ -131,9 +133,10 @@ def _grown(buf: torch.Tensor, written: int, max_steps: int) -> torch.Tensor:
 
 def _plain_store(td) -> dict:
     """The dict of entries of a plain TensorDict; TypeError for anything else."""
-    if type(td) is not TensorDict:
+    entries = _td.entries(td)
+    if entries is None:
         raise TypeError(type(td).__name__)
-    return td._tensordict
+    return entries
 
 
 def _leaf_getter(key):
@@ -142,7 +145,7 @@ def _leaf_getter(key):
 
     def get(td):
         for name in path:
-            td = td._get_str(name, None)
+            td = _td.get(td, name)
             if td is None:
                 raise KeyError(
                     f"Key {key!r} present at the first rollout step is missing at a later step."

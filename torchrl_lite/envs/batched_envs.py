@@ -31,13 +31,13 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite import _td
 from torchrl_lite._mp import death_message, start_method
 from torchrl_lite.envs import _batched_utils as U
 from torchrl_lite.envs import _batched_worker as W
 from torchrl_lite.envs._batched_attr import worker_attr
 from torchrl_lite.envs._batched_base import _BatchedEnv
 from torchrl_lite.envs.common import EnvBase
-from torchrl_lite.envs.libs.gym import _GymGroup
 
 __all__ = ["SerialEnv", "ParallelEnv"]
 
@@ -109,7 +109,7 @@ class SerialEnv(_BatchedEnv):
         self._flat_inputs = all(isinstance(k, str) for k in self._input_keys)
         self._move_outputs = self._env_device != self.device
         # every copy a plain GymWrapper: step and reset them at the numpy level
-        self._group = _GymGroup.build(
+        self._group = type(self._envs[0])._batch_group(
             self._envs, self._input_keys, self._step_keys, self._reset_keys
         )
 
@@ -141,7 +141,7 @@ class SerialEnv(_BatchedEnv):
             if move:
                 values = [v.to(device) for v in values]
             if self._flat_inputs:
-                sub = TensorDict._new_unsafe(dict(zip(keys, values)), env.batch_size, device=device)
+                sub = _td.new(dict(zip(keys, values)), env.batch_size, device)
             else:
                 sub = U.td_from_leaves(keys, values, env.batch_size, device)
             values = self._collect(i, env._step(sub), self._step_keys)
@@ -165,9 +165,7 @@ class SerialEnv(_BatchedEnv):
                 sub = TensorDict({K.RESET: sub_mask}, batch_size=env.batch_size, device=env.device)
             # the reset hook, as TransformedEnv calls it (EnvBase.reset's merge of a partial
             # reset happens once, on the batched env)
-            result = env._reset(sub)
-            env._fill_done(result)
-            env._is_reset = True
+            result = env._inner_reset(sub)
             values = self._collect(i, result, self._reset_keys)
             self._last_reset[i] = values
             if out_rows is not None:

@@ -22,6 +22,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite import _td
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Categorical, Composite, TensorSpec, Unbounded, _size
 from torchrl_lite.envs._action_bounds import check_action_value, check_batch_bounds
@@ -284,23 +285,33 @@ class EnvBase:
                 else tensordict.update(kwargs)
             )
         reset_mask = _get(tensordict, K.RESET) if tensordict is not None else None
-        out = self._reset(tensordict)
-        self._fill_done(out)
+        out = self._inner_reset(tensordict)
         if reset_mask is not None and not bool(reset_mask.all()):
             out = _merge_partial(tensordict, out, reset_mask)
         if tensordict is not None:
             out = _update_in_place(tensordict, out)
+        return out
+
+    def _inner_reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        """``_reset`` with the bookkeeping of ``reset`` (the done flags it left out, the
+        env marked as reset), without the merge of a partial reset into ``tensordict``.
+
+        What a wrapper or a batched env calls on the env it holds: the merge happens once,
+        in the outer env's ``reset``.
+        """
+        out = self._reset(tensordict)
+        self._fill_done(out)
         self._is_reset = True
         return out
 
     def _fill_done(self, td: TensorDictBase) -> None:
         """Add the done flags a ``_reset`` left out (all False)."""
-        store = td._tensordict if type(td) is TensorDict else None
+        store = _td.store(td)
         for key in self.done_keys:
             if store is not None and isinstance(key, str):  # a dict lookup: this runs per reset
                 if key not in store:
                     flag = torch.zeros((*td.batch_size, 1), dtype=torch.bool, device=td.device)
-                    td._set_str(key, flag, validated=True, inplace=False)
+                    store[key] = flag
             elif td.get(key, None) is None:
                 td.set(key, torch.zeros((*td.batch_size, 1), dtype=torch.bool, device=td.device))
 
@@ -317,6 +328,18 @@ class EnvBase:
             check_step_output(self, next_td)
         _set_next(tensordict, next_td)
         return tensordict
+
+    @classmethod
+    def _batch_group(cls, envs: list, input_keys: list, step_keys: list, reset_keys: list):
+        """A faster way to step ``envs`` (copies of this class) as one batch, or None.
+
+        ``SerialEnv`` (and so each ``ParallelEnv`` worker) asks the class of its copies.
+        The object returned steps every copy with ``step(action) -> arrays`` and resets the
+        chosen ones with ``reset(chosen) -> arrays`` (numpy arrays in ``step_keys`` /
+        ``reset_keys`` order, batch first); the default (None) steps each copy through
+        ``_step``. ``GymWrapper`` offers one that calls gymnasium directly.
+        """
+        return None
 
     def _check_action(self, tensordict: TensorDictBase) -> None:
         self._check_open("step")
@@ -371,10 +394,12 @@ class EnvBase:
         )
         # a plain TensorDict on the spec's device takes the drawn leaf without the checks
         # of ``set`` (``rand`` gives the right shape and device): this runs every step
-        fast = type(tensordict) is TensorDict and tensordict._device in (None, self.device)
+        store = _td.store(tensordict)
+        if store is not None and tensordict.device not in (None, self.device):
+            store = None
         for key, spec in cache[1]:
-            if fast and isinstance(key, str):
-                tensordict._set_str(key, spec.rand(extra), validated=True, inplace=False)
+            if store is not None and isinstance(key, str):
+                store[key] = spec.rand(extra)
             else:
                 tensordict.set(key, spec.rand(extra))
         return tensordict
@@ -464,11 +489,11 @@ class EnvBase:
             next_td = self._step(td)  # reset was checked above: skip step()'s checks
             if checking:
                 check_step_output(self, next_td)
-            td._set_str(K.NEXT, next_td, validated=True, inplace=False)
+            _set_next(td, next_td)
             recorder.record(td)
             if callback is not None:
                 callback(self, td)
-            done = next_td._get_str(K.DONE, None)
+            done = _td.get(next_td, K.DONE)
             if batch_dims == 0:
                 any_done = all_done = bool(done)
             else:
@@ -517,51 +542,27 @@ def _unbatched(spec, batch_size: torch.Size):
     return type(spec)(**params, shape=spec.shape[nb:], device=spec.device, dtype=spec.dtype)
 
 
-def _get(tensordict: TensorDictBase, key: str):
-    """``tensordict.get(key, None)`` for a string key, read from the dict of a plain
-    TensorDict (five times faster than ``get``: this runs several times per step)."""
-    if type(tensordict) is TensorDict:
-        return tensordict._tensordict.get(key)
-    return tensordict.get(key, None)
-
-
-def _set(tensordict: TensorDictBase, key: str, value: torch.Tensor) -> None:
-    """``tensordict.set(key, value)`` for a string key and a tensor of the right batch
-    shape and device, without the checks on a plain TensorDict."""
-    if type(tensordict) is TensorDict:
-        tensordict._set_str(key, value, validated=True, inplace=False)
-    else:
-        tensordict.set(key, value)
-
-
-def _plain_pair(a: TensorDictBase, b: TensorDictBase) -> bool:
-    """True if both are plain TensorDicts with the same batch size and device (then
-    entries move between their dicts without checks)."""
-    return (
-        type(a) is TensorDict
-        and type(b) is TensorDict
-        and a._batch_size == b._batch_size
-        and a._device == b._device
-    )
+_get = _td.get
+_set = _td.set
 
 
 def _set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
     """``tensordict.set("next", next_td)``, without the checks when they cannot fail."""
-    if _plain_pair(tensordict, next_td):
-        tensordict._set_str(K.NEXT, next_td, validated=True, inplace=False)
+    if _td.same_layout(tensordict, next_td):
+        _td.store(tensordict)[K.NEXT] = next_td
     else:
         tensordict.set(K.NEXT, next_td)
 
 
 def _update_in_place(previous: TensorDictBase, reset_out: TensorDictBase) -> TensorDictBase:
     """``previous`` without ``"_reset"``, updated in place with ``reset_out``; returned."""
-    if not _plain_pair(previous, reset_out):
+    if not _td.same_layout(previous, reset_out):
         previous.pop(K.RESET, None)
         return previous.update(reset_out)
     # the same as pop + update, on the dicts: this runs at every auto-reset
-    store = previous._tensordict
+    store = _td.store(previous)
     store.pop(K.RESET, None)
-    for key, value in reset_out._tensordict.items():
+    for key, value in _td.store(reset_out).items():
         old = store.get(key)
         if isinstance(old, TensorDictBase) and isinstance(value, TensorDictBase):
             old.update(value)
@@ -588,17 +589,15 @@ def _merge_partial(
             m = masks[new.dim()] = mask.reshape(*mask.shape, *([1] * (new.dim() - mask.dim())))
         return torch.where(m, new, old)
 
-    if _plain_pair(previous, reset_out):  # merge the dicts, build one TensorDict
-        entries = {k: v for k, v in previous._tensordict.items() if k not in _NOT_CARRIED}
-        for key, new in reset_out._tensordict.items():
+    if _td.same_layout(previous, reset_out):  # merge the dicts, build one TensorDict
+        entries = {k: v for k, v in _td.store(previous).items() if k not in _NOT_CARRIED}
+        for key, new in _td.store(reset_out).items():
             old = entries.get(key)
             if type(new) is torch.Tensor:
                 entries[key] = merge(new, old if type(old) is torch.Tensor else None)
             else:  # a nested TensorDict (or another tensor type): the general path
                 return _merge_partial_nested(previous, reset_out, merge)
-        return TensorDict._new_unsafe(
-            entries, batch_size=previous._batch_size, device=previous._device, nested=False
-        )
+        return _td.new(entries, previous.batch_size, previous.device)
     return _merge_partial_nested(previous, reset_out, merge)
 
 

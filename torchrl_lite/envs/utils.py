@@ -6,6 +6,7 @@ from tensordict import TensorDict, TensorDictBase
 from torch import Tensor
 
 from torchrl_lite import _keys as K
+from torchrl_lite import _td
 from torchrl_lite.data.tensor_specs import Composite
 from torchrl_lite.envs._action_bounds import (  # noqa: F401  (used by the collectors)
     ActionBoundsWarning,
@@ -83,7 +84,7 @@ def step_mdp(
         for key, value in tensordict.items():
             if key not in entries and key not in drop_root:
                 entries[key] = value.copy() if isinstance(value, TensorDictBase) else value
-    out = TensorDict._new_unsafe(entries, batch_size=nxt.batch_size, device=nxt.device)
+    out = _td.new(entries, nxt.batch_size, nxt.device)
     nested_drop = [k for k in drop_next if isinstance(k, tuple) and len(k) > 1]
     if nested_drop:
         out = out.exclude(*nested_drop)
@@ -99,25 +100,25 @@ _DEFAULT_DROP_ROOT = frozenset({K.NEXT, K.RESET, K.ACTION, K.REWARD})
 def _step_mdp_default(tensordict: TensorDict) -> TensorDict | None:
     """``step_mdp`` with its default arguments on plain TensorDicts, read from their dicts
     (it runs every step of a rollout); None when ``"next"`` is not a plain TensorDict."""
-    nxt = tensordict._tensordict.get(K.NEXT)
-    if type(nxt) is not TensorDict:
+    root = _td.entries(tensordict)
+    next_td = None if root is None else root.get(K.NEXT)
+    nxt = _td.entries(next_td)
+    if nxt is None:
         return None
     # nested TensorDicts are copied (shallow), as in the general case below; the exact
     # type check first spares the slower ABC isinstance for plain tensors
     entries = {}
-    for key, value in nxt._tensordict.items():
+    for key, value in nxt.items():
         if key != K.REWARD:
             if type(value) is not Tensor and isinstance(value, TensorDictBase):
                 value = value.copy()
             entries[key] = value
-    for key, value in tensordict._tensordict.items():
+    for key, value in root.items():
         if key not in entries and key not in _DEFAULT_DROP_ROOT:
             if type(value) is not Tensor and isinstance(value, TensorDictBase):
                 value = value.copy()
             entries[key] = value
-    return TensorDict._new_unsafe(
-        entries, batch_size=nxt._batch_size, device=nxt._device, nested=False
-    )
+    return _td.new(entries, next_td.batch_size, next_td.device)
 
 
 def check_env_specs(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -183,9 +184,15 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
         if self.split_trajs:
             data = split_trajectories(data)
         stamp_file.unlink(missing_ok=True)
-        data = data.memmap(prefix=cache, atomic=True, existsok=True)
+        # written next to the cache, then renamed into place: a crash never leaves a
+        # half-written cache (the same on every tensordict release)
+        partial = cache.with_name(f"{cache.name}.partial-{os.getpid()}")
+        shutil.rmtree(partial, ignore_errors=True)
+        data.memmap(prefix=partial)
+        shutil.rmtree(cache, ignore_errors=True)
+        os.replace(partial, cache)
         stamp_file.write_text(json.dumps(stamp))
-        return data
+        return TensorDict.load_memmap(cache)
 
     def _stamp_file(self) -> str:
         """For a source folder: the file whose size and time mark a change."""

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 import torch
 from tensordict import TensorDict, TensorDictBase, is_tensorclass
 
+from torchrl_lite import _td
+
 
 class ItemCodec:
     """Remembers the kind of item a buffer holds: ``None`` (tensors or TensorDicts),
@@ -36,7 +38,7 @@ class ItemCodec:
         if kind == "dict":
             return _dict_to_td(data, batched)
         if kind is not None:
-            return data._tensordict  # a tensorclass's TensorDict (no copy)
+            return _td.tensorclass_data(data)  # a tensorclass's TensorDict (no copy)
         return data
 
     def decode(self, data):

@@ -21,8 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 
+from torchrl_lite import _td
 from torchrl_lite._atomic import find_complete, is_json_dump, read_json, write_folder, write_synced
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.replay_buffers._items import ItemCodec
@@ -515,15 +516,15 @@ class TensorDictReplayBuffer(ReplayBuffer):
 
     def _postprocess(self, data, index: torch.Tensor, info: dict):
         size, device = data.batch_size, data.device
-        fast = type(data) is TensorDict
+        store = _td.store(data)
         for key, value in (("index", index), *info.items()):
             if device is not None and value.device != device:
                 value = value.to(device, non_blocking=True)
             if value.shape[: len(size)] != size:  # per-item value: repeat over item dims
                 extra = len(size) - value.dim()
                 value = value.reshape(*value.shape[:1], *[1] * extra).expand(size)
-            if fast and type(key) is str:
-                data._set_str(key, value, inplace=False, validated=True)
+            if store is not None and type(key) is str:
+                store[key] = value
             else:
                 data.set(key, value)
         return data

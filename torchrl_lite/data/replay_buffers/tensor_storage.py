@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
 
+from torchrl_lite import _td
 from torchrl_lite._atomic import read_json
 from torchrl_lite._utils import closest_match, missing_key_message
 from torchrl_lite.data.replay_buffers.storages import (
@@ -487,7 +488,7 @@ def _gather(tree: list, index: torch.Tensor, batch_size: torch.Size, device) -> 
             source[key] = _gather(sub_tree, index, sub_size, device)
         else:
             source[key] = node.index_select(0, index)
-    return TensorDict._new_unsafe(source=source, batch_size=batch_size, device=device, nested=False)
+    return _td.new(source, batch_size, device)
 
 
 class LazyTensorStorage(TensorStorage):

@@ -23,6 +23,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite import _td
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Bounded, Composite, Unbounded
 from torchrl_lite.envs.common import EnvBase
@@ -152,7 +153,7 @@ class PendulumEnv(EnvBase):
         th = _uniform(batch, _INIT_TH, self.rng, self.device)
         thdot = _uniform(batch, _INIT_THDOT, self.rng, self.device)
         out = {"th": th, "thdot": thdot, K.OBSERVATION: _observation(th, thdot), _PARAMS: params}
-        return TensorDict._new_unsafe(out, batch_size=batch, device=self.device)
+        return _td.new(out, batch, self.device)
 
     def _default_params(self, batch: torch.Size) -> TensorDictBase:
         try:
@@ -195,7 +196,7 @@ class PendulumEnv(EnvBase):
             K.TERMINATED: done.clone(),
             K.TRUNCATED: done.clone(),
         }
-        return TensorDict._new_unsafe(out, batch_size=batch, device=tensordict.device)
+        return _td.new(out, batch, tensordict.device)
 
 
 def _get(tensordict: TensorDictBase, key):

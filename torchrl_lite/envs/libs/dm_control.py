@@ -17,6 +17,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite import _td
 from torchrl_lite._utils import require
 from torchrl_lite.data.tensor_specs import Bounded, Composite, Unbounded
 from torchrl_lite.envs.common import EnvBase
@@ -234,7 +235,7 @@ class DMControlWrapper(EnvBase):
             entries[K.PIXELS] = torch.from_numpy(self._render())
         if self.device.type != "cpu":
             return TensorDict(entries, batch_size=self.batch_size, device=self.device)
-        return TensorDict._new_unsafe(entries, batch_size=self.batch_size, device=self.device)
+        return _td.new(entries, self.batch_size, self.device)
 
     def close(self) -> None:
         if not self.is_closed:

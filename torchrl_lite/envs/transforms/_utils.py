@@ -6,37 +6,21 @@ import torch
 from tensordict import TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite import _td
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Bounded, TensorSpec, Unbounded
 
 __all__ = ["AbsentKeyError", "EnvSpecs", "map_leaf_spec", "require_keys", "td_get", "td_set"]
 
 
-# Fast entry access for the per-step path: TensorDict's public get/set dispatch on the
-# key type and parse their arguments on every call (~0.3 us each); the typed variants
-# skip that. Falls back to the public methods if a tensordict version lacks them.
-if hasattr(TensorDictBase, "_get_str") and hasattr(TensorDictBase, "_set_str"):
+def td_get(td: TensorDictBase, key):
+    """``td.get(key, None)`` for a string or tuple key, faster (the per-step path)."""
+    return _td.get_path(td, key)
 
-    def td_get(td: TensorDictBase, key):
-        """``td.get(key, None)``, faster."""
-        if type(key) is str:
-            return td._get_str(key, None)
-        return td._get_tuple(key, None)
 
-    def td_set(td: TensorDictBase, key, value) -> None:
-        """``td.set(key, value)`` (validated), faster for string keys."""
-        if type(key) is str:
-            td._set_str(key, value, validated=False, inplace=False)
-        else:
-            td.set(key, value)
-
-else:  # pragma: no cover
-
-    def td_get(td, key):
-        return td.get(key, None)
-
-    def td_set(td, key, value) -> None:
-        td.set(key, value)
+def td_set(td: TensorDictBase, key, value) -> None:
+    """``td.set(key, value)``, checked (a transform's output may have any shape)."""
+    _td.set_checked(td, key, value)
 
 
 def _norm_key(key):

@@ -76,9 +76,7 @@ class TransformedEnv(EnvBase):
         tensordict_in = tensordict
         for t in self._reset_pre:
             tensordict_in = t._reset_env_preprocess(tensordict_in)
-        tensordict_reset = base._reset(tensordict_in)
-        base._fill_done(tensordict_reset)
-        base._is_reset = True
+        tensordict_reset = base._inner_reset(tensordict_in)
         for t in self._active:
             tensordict_reset = t._reset(tensordict, tensordict_reset)
         return tensordict_reset

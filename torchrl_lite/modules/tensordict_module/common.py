@@ -12,10 +12,9 @@ from __future__ import annotations
 import inspect
 
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
-from tensordict.nn.common import dispatch
-from tensordict.nn.utils import _set_skip_existing_None
+from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential, dispatch
 
+from torchrl_lite import _td
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Composite, TensorSpec
 
@@ -84,7 +83,7 @@ def sequence_missing_input_error(sequence, tensordict: TensorDictBase) -> KeyErr
     """
     available = list(tensordict.keys(True, True))
     seen = set(tensordict.keys(include_nested=True))
-    for index, module in enumerate(sequence._module_iter()):
+    for index, module in enumerate(_td.module_iter(sequence)):
         if not _checks_own_inputs(module):
             for key in module.in_keys:
                 if key not in seen:
@@ -224,7 +223,7 @@ class SafeModule(_SpecMixin, TensorDictModule):
         self._set_spec(spec, safe, self.out_keys)
 
     @dispatch(auto_batch_size=False)
-    @_set_skip_existing_None()
+    @_td.skip_existing_none()
     def forward(self, tensordict: TensorDictBase, *args, tensordict_out=None, **kwargs):
         try:
             out = _TDM_FORWARD(self, tensordict, *args, tensordict_out=tensordict_out, **kwargs)
@@ -265,7 +264,7 @@ class SafeSequential(_SpecMixin, TensorDictSequential):
     @property
     def spec(self) -> Composite | None:
         """The specs of the modules held, merged (later modules win), or None."""
-        return merged_spec(self._module_iter())
+        return merged_spec(_td.module_iter(self))
 
     def _plain_call(self, tensordict_out, kwargs) -> bool:
         """True for the common call: in place, no options (run the modules directly)."""
@@ -278,10 +277,10 @@ class SafeSequential(_SpecMixin, TensorDictSequential):
         )
 
     @dispatch(auto_batch_size=False)
-    @_set_skip_existing_None()
+    @_td.skip_existing_none()
     def forward(self, tensordict: TensorDictBase, tensordict_out=None, **kwargs):
         if self._plain_call(tensordict_out, kwargs):
-            return run_modules(self, self._module_iter(), tensordict)
+            return run_modules(self, _td.module_iter(self), tensordict)
         try:
             return _TDS_FORWARD(self, tensordict, tensordict_out, **kwargs)
         except Exception as err:

@@ -26,14 +26,13 @@ import math
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import InteractionType as ExplorationType
-from tensordict.nn import TensorDictModuleBase
-from tensordict.nn import interaction_type as exploration_type
+from tensordict.nn import TensorDictModuleBase, dispatch
 from tensordict.nn import set_interaction_type as set_exploration_type
-from tensordict.nn.common import dispatch
-from tensordict.nn.utils import _set_skip_existing_None
+from tensordict.nn.probabilistic import interaction_type as exploration_type
 from torch.nn.functional import one_hot
 
 from torchrl_lite import _keys as K
+from torchrl_lite import _td
 from torchrl_lite.data.tensor_specs import Categorical, Composite, OneHot, TensorSpec
 from torchrl_lite.modules.tensordict_module.common import SafeSequential, missing_input_error
 
@@ -184,7 +183,7 @@ class EGreedyModule(_Annealed):
         return index.to(self.spec.dtype)
 
     @dispatch(auto_batch_size=False)
-    @_set_skip_existing_None()
+    @_td.skip_existing_none()
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         if not _exploring():
             return tensordict
@@ -255,7 +254,7 @@ class AdditiveGaussianModule(_Annealed):
         self.out_keys = [action_key]
 
     @dispatch(auto_batch_size=False)
-    @_set_skip_existing_None()
+    @_td.skip_existing_none()
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         if not _exploring():
             return tensordict
@@ -349,7 +348,7 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
         return (self.sigma - slope * steps).clamp_min(self.sigma_min)
 
     @dispatch(auto_batch_size=False)
-    @_set_skip_existing_None()
+    @_td.skip_existing_none()
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         if not _exploring():
             return tensordict

@@ -19,13 +19,13 @@ from tensordict.nn import (
     InteractionType,
     ProbabilisticTensorDictModule,
     ProbabilisticTensorDictSequential,
-    interaction_type,
+    dispatch,
 )
-from tensordict.nn.common import dispatch
 from tensordict.nn.distributions import CompositeDistribution, Delta
-from tensordict.nn.utils import _set_skip_existing_None
+from tensordict.nn.probabilistic import interaction_type  # also there before tensordict 0.11
 
 from torchrl_lite import _keys as K
+from torchrl_lite import _td
 from torchrl_lite.modules.tensordict_module.common import (
     SafeSequential,
     _MissingKeyError,
@@ -201,7 +201,7 @@ class SafeProbabilisticModule(_SpecMixin, ProbabilisticTensorDictModule):
         return tensordict
 
     @dispatch(auto_batch_size=False)
-    @_set_skip_existing_None()
+    @_td.skip_existing_none()
     def forward(
         self, tensordict: TensorDictBase, tensordict_out=None, _requires_sample: bool = True
     ):
@@ -209,8 +209,7 @@ class SafeProbabilisticModule(_SpecMixin, ProbabilisticTensorDictModule):
             self._fast
             and tensordict_out is None
             and _requires_sample
-            and self._generator is None
-            and self._generator_key is None
+            and _td.default_sampling(self)
         ):
             out = self._sample_into(tensordict)
         else:
@@ -234,7 +233,7 @@ def _flatten_last(modules: tuple) -> tuple:
         and isinstance(modules[-1], ProbabilisticTensorDictSequential)
         and not modules[-1].return_composite
     ):
-        return (*modules[:-1], *_flatten_last(tuple(modules[-1]._module_iter())))
+        return (*modules[:-1], *_flatten_last(tuple(_td.module_iter(modules[-1]))))
     return tuple(modules)
 
 
@@ -273,7 +272,7 @@ class SafeProbabilisticTensorDictSequential(ProbabilisticTensorDictSequential):
     @property
     def spec(self):
         """The specs of the modules held, merged (later modules win), or None."""
-        return merged_spec(self._module_iter())
+        return merged_spec(_td.module_iter(self))
 
     def _refresh_keys(self) -> None:
         super()._refresh_keys()
@@ -281,7 +280,7 @@ class SafeProbabilisticTensorDictSequential(ProbabilisticTensorDictSequential):
 
     def _refresh_fast_path(self) -> None:
         """Cache the modules of the common case: deterministic modules, then one sampler."""
-        modules = list(self._module_iter())
+        modules = list(_td.module_iter(self))
         det = modules[:-1]
         simple = (
             not self.return_composite
@@ -295,7 +294,7 @@ class SafeProbabilisticTensorDictSequential(ProbabilisticTensorDictSequential):
     _plain_call = SafeSequential._plain_call
 
     @dispatch(auto_batch_size=False)
-    @_set_skip_existing_None()
+    @_td.skip_existing_none()
     def forward(
         self, tensordict: TensorDictBase, tensordict_out=None, _requires_sample=None, **kwargs
     ):

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModuleBase
-from tensordict.nn.common import dispatch
-from tensordict.nn.utils import _set_skip_existing_None
+from tensordict.nn import TensorDictModuleBase, dispatch
 from torch import nn
 from torch.nn.functional import one_hot
 
 from torchrl_lite import _keys as K
+from torchrl_lite import _td
 from torchrl_lite.data.tensor_specs import Categorical, Composite, OneHot, TensorSpec
 from torchrl_lite.modules.tensordict_module.common import (
     SafeModule,
@@ -117,7 +116,7 @@ class QValueModule(_SpecMixin, TensorDictModuleBase):
         return one_hot(index, n) if self.action_space == "one_hot" else index
 
     @dispatch(auto_batch_size=False)
-    @_set_skip_existing_None()
+    @_td.skip_existing_none()
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         values = tensordict.get(self.action_value_key, None)
         if values is None:
@@ -172,7 +171,7 @@ class DistributionalQValueModule(QValueModule):
         self.register_buffer("support", torch.as_tensor(support, dtype=torch.float32))
 
     @dispatch(auto_batch_size=False)
-    @_set_skip_existing_None()
+    @_td.skip_existing_none()
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         log_probs = tensordict.get(self.action_value_key, None)  # [*B, atoms, actions]
         if log_probs is None:
