@@ -292,6 +292,17 @@ class GymWrapper(EnvBase):
         (see ``_GymGroup``); None for anything else."""
         return _GymGroup.build(envs, input_keys, step_keys, reset_keys)
 
+    def _numpy_stepper(self):
+        """A plain GymWrapper (CPU, no pixels, one observation array) steps its gymnasium
+        env straight into the fast rollout's buffers; None for anything else."""
+        if type(self)._numpy_stepper is not GymWrapper._numpy_stepper:
+            return None
+        step_keys = [K.REWARD, K.DONE, K.TERMINATED, K.TRUNCATED, K.OBSERVATION]  # _step's
+        reset_keys = [K.OBSERVATION, K.DONE, K.TERMINATED, K.TRUNCATED]
+        if self.vectorized:
+            return _VectorStepper.build(self, step_keys, reset_keys)
+        return _GymGroup.build([self], [K.ACTION], step_keys, reset_keys)
+
     def _set_seed(self, seed: int) -> None:
         if seed < 0:  # gymnasium's own error is a bare "Seed must be greater or equal to zero"
             raise ValueError(f"{type(self).__name__}: seed must be >= 0, got {seed}.")
@@ -463,7 +474,8 @@ class _GymGroup:
             K.REWARD: ((n, 1), np.float32),
             **{key: ((n, 1), np.bool_) for key in (K.DONE, K.TERMINATED, K.TRUNCATED)},
         }
-        self._step_layout = [layout[k] for k in step_keys]
+        self.step_layout = self._step_layout = [layout[k] for k in step_keys]
+        self.reset_layout = [layout[k] for k in reset_keys]
         self._step_pick = operator.itemgetter(
             *(step_keys.index(k) for k in (K.OBSERVATION, K.REWARD, K.TERMINATED, K.TRUNCATED))
         )
@@ -501,14 +513,82 @@ class _GymGroup:
     def reset(self, chosen, out: list[np.ndarray] | None = None) -> list:
         """Reset the copies in ``chosen``; write their rows (``reset_keys`` order) into
         ``out``, or return new ``[n, ...]`` arrays holding the last reset of every copy."""
-        arrays = self._last_reset if out is None else out
-        obs = arrays[self._reset_obs_pos]
+        last, pos = self._last_reset, self._reset_obs_pos
         for i in chosen:
-            obs[i] = self.envs[i]._gym_reset()
+            last[pos][i] = self.envs[i]._gym_reset()
             self.envs[i]._is_reset = True
             for j in self._reset_flag_pos:
-                arrays[j][i] = False
-        return [a.copy() for a in arrays] if out is None else arrays
+                last[j][i] = False
+        if out is None:
+            return [a.copy() for a in last]
+        for array, row in zip(out, last):
+            array[chosen] = row[chosen]
+        return out
+
+
+class _VectorStepper:
+    """A GymWrapper of a gymnasium vector env, stepped and reset at the numpy level (the
+    fast rollout's stepper, see ``envs/_fast_rollout.py``): the same calls as its
+    ``_step``/``_reset``, results written into the given ``[num_envs, ...]`` arrays."""
+
+    @classmethod
+    def build(cls, env: GymWrapper, step_keys: list, reset_keys: list):
+        hooks = ("_step", "_reset", "_gym_step", "_gym_reset")
+        plain = all(getattr(type(env), h) is getattr(GymWrapper, h) for h in hooks)
+        obs = env._single_obs
+        if not plain or env.from_pixels or env._off_cpu or obs is None:
+            return None
+        if not obs.same_dtype or obs.one_hot:
+            return None
+        return cls(env, step_keys, reset_keys)
+
+    def __init__(self, env: GymWrapper, step_keys: list, reset_keys: list):
+        n = env.num_envs
+        self.env, self.step_keys, self.reset_keys = env, step_keys, reset_keys
+        obs_spec = env.observation_spec[K.OBSERVATION]
+        layout = {
+            K.OBSERVATION: (
+                tuple(obs_spec.shape),
+                torch.empty(0, dtype=obs_spec.dtype).numpy().dtype,
+            ),
+            K.REWARD: ((n, 1), np.float32),
+            **{key: ((n, 1), np.bool_) for key in (K.DONE, K.TERMINATED, K.TRUNCATED)},
+        }
+        self.step_layout = [layout[k] for k in step_keys]
+        self.reset_layout = [layout[k] for k in reset_keys]
+        self._step_pick = operator.itemgetter(
+            *(
+                step_keys.index(k)
+                for k in (K.OBSERVATION, K.REWARD, K.TERMINATED, K.TRUNCATED, K.DONE)
+            )
+        )
+        self._reset_obs_pos = reset_keys.index(K.OBSERVATION)
+        self._reset_flag_pos = [reset_keys.index(k) for k in (K.DONE, K.TERMINATED, K.TRUNCATED)]
+
+    def step(self, action: torch.Tensor, out: list) -> list:
+        env = self.env
+        obs, reward, term, trunc = env._gym_step(env._action.action_to_gym(action))
+        obs_out, reward_out, term_out, trunc_out, done_out = self._step_pick(out)
+        if np.shape(obs) != obs_out.shape:  # numpy would broadcast a wrong shape silently
+            raise ValueError(
+                f"{env!r} returned observations of shape {list(np.shape(obs))}; its "
+                f"observation spec has shape {list(obs_out.shape)}."
+            )
+        obs_out[...] = obs
+        reward_out[:, 0] = reward
+        term_out[:, 0] = term
+        trunc_out[:, 0] = trunc
+        np.logical_or(term_out, trunc_out, out=done_out)
+        return out
+
+    def reset(self, chosen, out: list) -> list:
+        mask = np.zeros(self.env.num_envs, dtype=bool)
+        mask[chosen] = True
+        obs = self.env._gym_reset({"reset_mask": mask})
+        out[self._reset_obs_pos][chosen] = np.asarray(obs)[chosen]
+        for j in self._reset_flag_pos:
+            out[j][chosen] = False
+        return out
 
 
 def _get(tensordict: TensorDictBase, key: str) -> torch.Tensor:
