@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from torchrl_lite.data.tensor_specs import Binary, Bounded, Categorical, MultiCategorical, OneHot
-from torchrl_lite.envs import GymEnv, ParallelEnv, SerialEnv, TransformedEnv, StepCounter
+from torchrl_lite.envs import GymEnv, ParallelEnv, SerialEnv, StepCounter, TransformedEnv
 from torchrl_lite.envs._fast_rollout import _BULK_RAND
 
 

@@ -25,6 +25,7 @@ from torchrl_lite import _td
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.collectors._args import check_int, check_policy, make_env, param_device
 from torchrl_lite.collectors._base import DataCollectorBase
+from torchrl_lite.collectors._fast_batch import fast_batch
 from torchrl_lite.collectors._policy import (
     copy_weights,
     has_lazy_params,
@@ -222,12 +223,23 @@ class SyncDataCollector(DataCollectorBase):
         batched = bool(env.batch_size)
         truncating = self.max_frames_per_traj is not None
         next_root, reset_done = self._next_root, self._reset_done
+        # after the first batch's checks, a plain TensorDictModule is called directly
+        fast = None if check or self._cast else _td.module_caller(self.policy)
+        policy_call = fast or self._policy_call
+        if use_policy and not check and not self._cast and self._simple_steps():
+            stepper = env._numpy_stepper()
+            if stepper is not None:
+                with torch.no_grad(), set_exploration_type(self.exploration_type):
+                    batch = fast_batch(self, stepper, policy_call)
+                if batch is not None:
+                    check_batch_bounds(env, batch, time_dim=len(env.batch_size))
+                    return batch
         td = self._td
         with torch.no_grad(), set_exploration_type(self.exploration_type):
             for t in range(self._steps):
                 if use_policy:
                     before = set(td.keys(True, True)) if check else None
-                    td = self._policy_call(td)
+                    td = policy_call(td)
                     if check:
                         self._check_action(td, before)
                 else:
@@ -261,6 +273,17 @@ class SyncDataCollector(DataCollectorBase):
         if use_policy:  # an action beyond its bounds on any step (random ones are in)
             check_batch_bounds(env, batch, time_dim=len(env.batch_size))
         return batch
+
+    def _simple_steps(self) -> bool:
+        """True if a step needs nothing but the env and the policy (no recurrent states,
+        ``is_init`` tracking or truncation): then the env's numpy stepper can run it."""
+        return (
+            self.max_frames_per_traj is None
+            and not self._hidden
+            and not self._track_init
+            and self.reset_when_done
+            and self._td is not None
+        )
 
     def _policy_call(self, td: TensorDictBase) -> TensorDictBase:
         if self._cast:

@@ -40,30 +40,35 @@ class ParallelStepper:
         self.step_layout = [(a.shape, a.dtype) for a in self._step]
         self.reset_layout = [(a.shape, a.dtype) for a in self._reset]
 
-    def _send(self, command: bytes, action: torch.Tensor, out: list) -> None:
+    def bind(self, nxt: list, root: list) -> None:
+        self._nxt, self._root = nxt, root
+
+    def prepare(self, actions: torch.Tensor) -> torch.Tensor:
+        return actions  # [T, n, ...]: row t goes into the shared input buffer
+
+    def _send(self, command: bytes, action: torch.Tensor, t: int) -> bool:
         env = self.env
         env._check_usable()
         self._action.copy_(action)
         env._command(command, env._all, "step")
-        for dst, src in zip(out, self._step):
-            dst[...] = src
+        for dst, src in zip(self._nxt, self._step):
+            dst[t] = src
+        return bool(self._done.any())
 
-    def step(self, action: torch.Tensor, out: list) -> list:
-        self._send(W.STEP, action, out)
-        return out
+    def step_at(self, action: torch.Tensor, t: int) -> bool:
+        return self._send(W.STEP, action, t)
 
-    def step_reset(self, action: torch.Tensor, out: list, reset_out: list) -> np.ndarray:
+    def step_reset_at(self, action: torch.Tensor, t: int) -> bool:
         """Step, and have each worker reset its copies that are done (one message per
-        worker); their reset rows go into ``reset_out``. Returns the done mask ``[n, 1]``."""
-        self._send(W.STEP_RESET, action, out)
-        done = self._done
-        if done.any():
-            chosen = np.flatnonzero(done)
-            for dst, src in zip(reset_out, self._reset):
-                dst[chosen] = src[chosen]
-        return done
+        worker); their reset rows go into the root row ``t + 1``."""
+        if not self._send(W.STEP_RESET, action, t):
+            return False
+        chosen = np.flatnonzero(self._done)
+        for dst, src in zip(self._root, self._reset):
+            dst[t + 1, chosen] = src[chosen]
+        return True
 
-    def reset(self, chosen, out: list) -> list:
+    def reset_at(self, chosen, t: int) -> None:
         env = self.env
         env._check_usable()
         mask = env._mask_buf.numpy().reshape(-1)
@@ -72,6 +77,5 @@ class ParallelStepper:
         per_copy = env._mask_buf.reshape(env.num_workers, -1).any(-1).tolist()
         workers = [w for w, (lo, hi) in enumerate(env._groups) if any(per_copy[lo:hi])]
         env._command(W.RESET, workers, "reset")
-        for dst, src in zip(out, self._reset):
-            dst[chosen] = src[chosen]
-        return out
+        for dst, src in zip(self._root, self._reset):
+            dst[t, chosen] = src[chosen]
