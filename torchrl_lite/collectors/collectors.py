@@ -39,7 +39,9 @@ from torchrl_lite.envs.utils import (
     ExplorationType,
     check_action_value,
     check_batch_bounds,
+    next_root_entries,
     set_exploration_type,
+    step_mdp,
 )
 
 __all__ = ["DataCollectorBase", "SyncDataCollector", "Collector"]
@@ -296,19 +298,9 @@ class SyncDataCollector(DataCollectorBase):
         other entries (minus the action), in a new TensorDict."""
         root, nxt = _td.entries(td), _td.entries(next_td)
         if not (self._flat_keys and root is not None and nxt is not None):
-            from torchrl_lite.envs.utils import step_mdp
-
             out = step_mdp(td, reward_keys=self._reward_keys, action_keys=self._action_keys)
         else:
-            drop_next, drop_root = self._drop_next, self._drop_root
-            entries = {
-                k: v if isinstance(v, torch.Tensor) else v.copy()
-                for k, v in nxt.items()
-                if k not in drop_next
-            }
-            for k, v in root.items():
-                if k not in entries and k not in drop_root:
-                    entries[k] = v if isinstance(v, torch.Tensor) else v.copy()
+            entries = next_root_entries(root, nxt, self._drop_next, self._drop_root)
             out = _td.new(entries, td.batch_size, td.device)
         if self._track_init:
             _td.set(out, K.IS_INIT, self._not_init)
