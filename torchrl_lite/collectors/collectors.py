@@ -7,7 +7,8 @@ iteration, delivery and policy-weight checks.
 ``SerialEnv``, ``ParallelEnv``) in this process. Its hot loop per step: the policy
 (under ``torch.no_grad()`` and the exploration type), the env's ``_step``, a new root for
 the next step, and a reference kept to the step's TensorDict; every few steps the leaves
-are copied into ``[T, *batch]`` buffers allocated once (``_recorder.py``).
+are copied into ``[T, *batch]`` buffers allocated once (``envs/_rollout.py``, the
+recorder ``EnvBase.rollout`` uses too).
 Sub-envs that are done are reset alone. The multiprocess collectors (``multi.py``) run one
 ``SyncDataCollector`` per worker process.
 """
@@ -33,7 +34,7 @@ from torchrl_lite.collectors._policy import (
     policy_weights,
     recurrent_specs,
 )
-from torchrl_lite.collectors._recorder import _Recorder
+from torchrl_lite.envs._rollout import StepRecorder
 from torchrl_lite.envs._step_checks import check_step_output
 from torchrl_lite.envs.utils import (
     ExplorationType,
@@ -159,7 +160,7 @@ class SyncDataCollector(DataCollectorBase):
         self._traj_ids = None
         self._traj_count, self._traj_stride, self._traj_offset = 0, 1, 0
         self._step_count = None
-        self._recorder = _Recorder(self._steps, len(env.batch_size))
+        self._recorder = StepRecorder(self._steps, "collector")
         self._checked = self.policy is None
         self._random_defaults = None
 

@@ -1,92 +1,161 @@
-"""The rollout recorder: the steps of ``EnvBase.rollout`` copied into buffers allocated once."""
+"""The step recorder: the steps of a rollout or a collector batch copied into buffers.
+
+One recorder serves ``EnvBase.rollout`` (general loop) and ``SyncDataCollector``: each
+step only keeps a reference to its TensorDict (envs and policies write new tensors each
+step); every ``_CHUNK`` steps one ``torch.stack(..., out=...)`` per key copies the leaves
+into ``[T, *batch, ...]`` buffers, read from the TensorDicts' dicts where they are plain.
+"""
 
 from __future__ import annotations
 
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from torchrl_lite import _keys as K
 from torchrl_lite import _td
 
 # Steps kept as references before being copied into the buffers. Small enough that the
 # objects they hold (~10 per step) stay under the garbage collector's first threshold
 # (700 net allocations): with more, collections run during the rollout, promote those
 # objects, and the full collections that follow cost ~10 us per step.
-_ROLLOUT_CHUNK = 32
+_CHUNK = 32
 # Rows allocated up front; buffers double (up to max_steps) when a rollout runs longer, so
 # rollout(10**6) that stops after 200 steps does not allocate a million rows of pixels.
 _FIRST_ROWS = 1024
 
+# the messages of each user of the recorder (tests check them)
+_MESSAGES = {
+    "rollout": (
+        "rollout: entry {key!r} changed shape or dtype between steps (shape, dtype seen: "
+        "{seen}); an env or policy must write the same shape and dtype at every step.",
+        "Key {key!r} present at the first rollout step is missing at a later step.",
+    ),
+    "collector": (
+        "Collector: entry {key!r} changed shape or dtype between steps (seen: {seen}); an "
+        "env or policy must write the same shape at every step.",
+        "Collector: entry {key!r}, present at the first step of the batch, is missing at a "
+        "later step; an env or policy must write the same entries at every step.",
+    ),
+}
 
-class _RolloutRecorder:
-    """Copies the steps of a rollout into ``[T, *batch, ...]`` buffers.
 
-    Each step only keeps a reference to its TensorDict (the env returns new tensors each
-    step); every ``_ROLLOUT_CHUNK`` steps the leaves are copied into the buffers with one
-    ``torch.stack(..., out=...)`` per key. The buffers start with ``min(max_steps, 1024)``
-    rows and double when full (never past ``max_steps``). A key whose leaves carry gradients
-    (a differentiable policy), from whichever step, is stacked without ``out=`` from then on
-    so that the graph is kept.
+class StepRecorder:
+    """Copies the steps of a rollout or a collector batch into ``[T, *batch, ...]`` buffers.
+
+    ``begin(td)`` fixes the keys (those of the first step, plus ``defaults``: values for
+    keys a step may lack, e.g. a policy's outputs in random-action steps); ``record(td)``
+    keeps each step; ``result()`` returns the ``[*batch, T]`` TensorDict. Buffers start
+    with ``min(max_steps, 1024)`` rows and double when full (never past ``max_steps``);
+    a recorder that begins again with the same keys, shapes and dtypes reuses them. With
+    ``ids`` (collectors), the trajectory ids of each step are recorded too. A key whose
+    leaves carry gradients (a differentiable policy), from whichever step, is stacked
+    without ``out=`` from then on so that the graph is kept.
+
+    Args:
+        max_steps: the most steps one rollout or batch records.
+        owner: ``"rollout"`` or ``"collector"`` (whose words the errors use).
+
+    Example:
+        >>> from torchrl_lite.envs import PendulumEnv
+        >>> from torchrl_lite.envs.utils import step_mdp
+        >>> env, rec = PendulumEnv(), StepRecorder(3)
+        >>> td = env.reset()
+        >>> for _ in range(3):
+        ...     td = env.rand_step(td)
+        ...     rec.record(td)
+        ...     td = step_mdp(td)
+        >>> rec.result(env.batch_size, env.device)["next", "reward"].shape
+        torch.Size([3, 1])
     """
 
-    def __init__(self, max_steps: int):
+    def __init__(self, max_steps: int, owner: str = "rollout"):
         self.max_steps = max_steps
+        self.shape_message, self.missing_message = _MESSAGES[owner]
+        self.signature = None
         self.keys: list | None = None
-        self.getters: list = []
-        self.buffers: list[torch.Tensor | list[torch.Tensor]] = []
-        self.pending: list[TensorDictBase] = []
+        self.with_ids = False
+        self.pending: list = []
+        self.pending_ids: list = []
         self.written = 0
 
-    def record(self, td: TensorDictBase) -> None:
+    def begin(self, td: TensorDictBase, ids: torch.Tensor | None = None, defaults=None) -> None:
+        """Start a rollout or batch whose first step is ``td``."""
+        defaults = defaults or {}
+        keys = list(td.keys(True, True))
+        keys += [k for k in defaults if k not in keys]
+        leaves = [_value(td, k, defaults.get(k)) for k in keys]
+        signature = tuple((k, v.shape, v.dtype, v.device) for k, v in zip(keys, leaves))
+        if ids is not None:
+            signature += ((K.TRAJ_IDS, ids.shape, ids.dtype, ids.device),)
+        if signature != self.signature:  # else the buffers of the last batch are reused
+            rows = min(self.max_steps, _FIRST_ROWS)
+            self.signature, self.keys = signature, keys
+            self.buffers = [v.new_empty((rows, *v.shape)) for v in leaves]
+            self.id_buffer = None if ids is None else ids.new_empty((rows, *ids.shape))
+        self.with_ids = ids is not None
+        self.defaults = [defaults.get(k) for k in keys]
+        self.getters = [_getter(k, d, self.missing_message) for k, d in zip(keys, self.defaults)]
+        self.pending, self.pending_ids, self.written = [], [], 0
+
+    def record(self, td: TensorDictBase, ids: torch.Tensor | None = None) -> None:
+        """Keep the step ``td`` (its trajectory ids ``ids`` for a collector)."""
         if self.keys is None:
-            self.keys = list(td.keys(True, True))
-            self.getters = [_leaf_getter(key) for key in self.keys]
-            for key in self.keys:
-                leaf = td.get(key)
-                rows = min(self.max_steps, _FIRST_ROWS)
-                self.buffers.append(
-                    torch.empty((rows, *leaf.shape), dtype=leaf.dtype, device=leaf.device)
-                )
+            self.begin(td, ids)
         self.pending.append(td)
-        if len(self.pending) == _ROLLOUT_CHUNK:
+        if ids is not None:
+            self.pending_ids.append(ids)
+        if len(self.pending) == _CHUNK:
             self._flush()
 
     def _flush(self) -> None:
-        n = len(self.pending)
+        n, lo = len(self.pending), self.written
         if n == 0:
             return
         stores: dict = {}  # per key prefix, the steps' dicts of leaves (plain TensorDicts)
-        for i, (key, getter) in enumerate(zip(self.keys, self.getters)):
-            leaves = self._gather(key, stores)
-            if leaves is None:  # not plain TensorDicts, or a key is missing: the slow path
-                leaves = [getter(td) for td in self.pending]
-            buf = self.buffers[i]
-            if not isinstance(buf, list) and self.written + n > buf.shape[0]:
-                buf = self.buffers[i] = _grown(buf, self.written, self.max_steps)
-            try:
-                if isinstance(buf, list):
-                    buf.append(torch.stack(leaves))
-                else:
-                    torch.stack(leaves, out=buf[self.written : self.written + n])
-            except RuntimeError as err:
-                # ``out=`` refuses leaves that carry gradients (a differentiable policy;
-                # the first step's may not, e.g. the reset observation): from here on this
-                # key keeps the graph (found on the error only: nothing added per step)
-                if isinstance(buf, list) or not _carries_grad(leaves):
-                    raise _shape_error(key, leaves) from err
-                buf = self.buffers[i] = [buf[: self.written]]
-                try:
-                    buf.append(torch.stack(leaves))
-                except RuntimeError as err2:
-                    raise _shape_error(key, leaves) from err2
+        for i, key in enumerate(self.keys):
+            leaves = self._gather(key, self.defaults[i], stores)
+            if leaves is None:  # not plain TensorDicts, or a key is missing: the getters
+                leaves = [self.getters[i](td) for td in self.pending]
+            self.buffers[i] = self._write(key, self.buffers[i], leaves, lo)
+        if self.pending_ids:
+            self.id_buffer = self._write(K.TRAJ_IDS, self.id_buffer, self.pending_ids, lo)
         self.pending.clear()
+        self.pending_ids.clear()
         self.written += n
 
-    def _gather(self, key, stores: dict) -> list | None:
+    def _write(self, key, buf, leaves: list, lo: int):
+        """Copy ``leaves`` into rows ``lo:`` of ``buf`` (grown if needed); returns ``buf``."""
+        n = len(leaves)
+        if not isinstance(buf, list) and lo + n > buf.shape[0]:
+            buf = _grown(buf, lo, self.max_steps)
+        try:
+            if isinstance(buf, list):
+                buf.append(torch.stack(leaves))
+            else:
+                torch.stack(leaves, out=buf[lo : lo + n])
+            return buf
+        except RuntimeError as err:
+            # ``out=`` refuses leaves that carry gradients (a differentiable policy; the
+            # first step's may not, e.g. the reset observation): from here on this key
+            # keeps the graph (found on the error only: nothing added per step)
+            if isinstance(buf, list) or not _carries_grad(leaves):
+                raise self._shape_error(key, leaves) from err
+            buf = [buf[:lo]]
+            try:
+                buf.append(torch.stack(leaves))
+            except RuntimeError as err2:
+                raise self._shape_error(key, leaves) from err2
+            return buf
+
+    def _gather(self, key, default, stores: dict) -> list | None:
         """The pending steps' leaves at ``key``, read from the TensorDicts' dicts directly
         (a few times faster than ``get``); None where that does not apply."""
         path = key if isinstance(key, tuple) else (key,)
         try:
-            return [d[path[-1]] for d in self._dicts(path[:-1], stores)]
+            dicts = self._dicts(path[:-1], stores)
+            if default is None:
+                return [d[path[-1]] for d in dicts]
+            return [d.get(path[-1], default) for d in dicts]
         except (KeyError, TypeError):
             return None
 
@@ -99,29 +168,35 @@ class _RolloutRecorder:
                 stores[prefix] = [_plain_store(td) for td in self.pending]
         return stores[prefix]
 
-    def result(self, batch_size: torch.Size, device) -> TensorDictBase:
+    def result(self, batch_size: torch.Size, device=None) -> TensorDictBase:
+        """A new ``[*batch, T]`` TensorDict (on ``device``) of the steps recorded."""
         self._flush()
-        steps = self.written
-        ndim = len(batch_size)
+        steps, nd = self.written, len(batch_size)
         out = TensorDict(batch_size=(*batch_size, steps), device=device)
-        for key, buf in zip(self.keys, self.buffers):
+        columns = list(zip(self.keys, self.buffers))
+        if self.with_ids:
+            columns.append((K.TRAJ_IDS, self.id_buffer))
+        for key, buf in columns:
             leaf = torch.cat(buf) if isinstance(buf, list) else buf[:steps]  # [T, *batch, ...]
-            if ndim:
-                leaf = leaf.movedim(0, ndim).contiguous()  # [*batch, T, ...]
-            out.set(key, leaf)
+            leaf = leaf.movedim(0, nd)  # [*batch, T, ...]
+            if device is not None and leaf.device != device:
+                leaf = leaf.to(device)
+            # a new tensor: the buffers are reused by the next batch
+            out.set(key, leaf.contiguous() if nd else leaf.clone())
         return out
+
+    def _shape_error(self, key, leaves: list) -> RuntimeError:
+        seen = sorted({(tuple(leaf.shape), str(leaf.dtype)) for leaf in leaves})
+        return RuntimeError(self.shape_message.format(key=key, seen=seen))
+
+
+def _value(td: TensorDictBase, key, default):
+    value = td.get(key, None)
+    return default if value is None else value
 
 
 def _carries_grad(leaves: list) -> bool:
     return torch.is_grad_enabled() and any(leaf.requires_grad for leaf in leaves)
-
-
-def _shape_error(key, leaves: list) -> RuntimeError:
-    kinds = sorted({(tuple(leaf.shape), str(leaf.dtype)) for leaf in leaves})
-    return RuntimeError(
-        f"rollout: entry {key!r} changed shape or dtype between steps (shape, dtype seen: "
-        f"{kinds}); an env or policy must write the same shape and dtype at every step."
-    )
 
 
 def _grown(buf: torch.Tensor, written: int, max_steps: int) -> torch.Tensor:
@@ -139,17 +214,17 @@ def _plain_store(td) -> dict:
     return entries
 
 
-def _leaf_getter(key):
-    """A fast getter for one (possibly nested) key; raises KeyError naming it if absent."""
+def _getter(key, default, missing_message: str):
+    """A getter for one (possibly nested) key: ``default`` when absent, or a KeyError."""
     path = key if isinstance(key, tuple) else (key,)
 
     def get(td):
         for name in path:
             td = _td.get(td, name)
             if td is None:
-                raise KeyError(
-                    f"Key {key!r} present at the first rollout step is missing at a later step."
-                )
+                if default is not None:
+                    return default
+                raise KeyError(missing_message.format(key=key))
         return td
 
     return get

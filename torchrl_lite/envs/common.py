@@ -28,7 +28,7 @@ from torchrl_lite.data.tensor_specs import Categorical, Composite, TensorSpec, U
 from torchrl_lite.envs._action_bounds import check_action_value, check_batch_bounds
 from torchrl_lite.envs._done_flags import _StepProbe
 from torchrl_lite.envs._fast_rollout import fast_rollout
-from torchrl_lite.envs._rollout import _RolloutRecorder
+from torchrl_lite.envs._rollout import StepRecorder
 from torchrl_lite.envs._step_checks import check_step_output
 from torchrl_lite.envs.utils import step_mdp
 
@@ -487,7 +487,7 @@ class EnvBase:
             if out is not None:
                 self._checked_action = self.spec_check in _CHECK_ONCE or self._checked_action
                 return out
-        recorder = _RolloutRecorder(max_steps)
+        recorder = StepRecorder(max_steps)
         batch_dims = len(td.batch_size)
         # without a break condition or a callback (which must see the env before the
         # reset), each step but the last goes through step_and_maybe_reset: the same
