@@ -109,6 +109,8 @@ class ReplayBuffer:
         self._prefetch = int(prefetch) if prefetch else 0
         self._transform = transform
         self._batch_size = check_batch_size(batch_size) if batch_size is not None else None
+        if self._batch_size is not None and hasattr(self._sampler, "check_capacity"):
+            self._sampler.check_capacity(self._storage.max_size, self._batch_size)
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
         self._futures: deque = deque()

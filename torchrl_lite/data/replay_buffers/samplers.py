@@ -15,6 +15,8 @@ The contract (a new sampler is a small subclass of :class:`Sampler`):
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -39,6 +41,23 @@ def _check_not_empty(storage) -> int:
             "cannot sample from an empty replay buffer: add data with extend() or add() first."
         )
     return size
+
+
+def _never_full(sampler, message: str, capacity: int, batch_size: int, fix: str) -> None:
+    """Raise (``drop_last=True``: no batch would ever come) or warn once per sampler."""
+    if sampler.drop_last:
+        raise ValueError(
+            f"{message}; with drop_last=True no batch would ever be returned. {fix}, or pass "
+            "drop_last=False (shorter batches)."
+        )
+    if not sampler._capacity_warned:
+        sampler._capacity_warned = True
+        warnings.warn(
+            f"{message}; every batch will be short (one epoch holds at most {capacity} "
+            f"items). {fix}, or use a sampler with replacement.",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def check_batch_size(batch_size) -> int:
@@ -133,6 +152,7 @@ class SamplerWithoutReplacement(Sampler):
     def __init__(self, drop_last: bool = False, shuffle: bool = True) -> None:
         self.drop_last = drop_last
         self.shuffle = shuffle
+        self._capacity_warned = False
         self._perm: torch.Tensor | None = None
         self._pos = 0
         self.ran_out = False
@@ -141,8 +161,24 @@ class SamplerWithoutReplacement(Sampler):
         remaining = size - self._pos
         return remaining <= 0 or (self.drop_last and remaining < batch_size)
 
+    def check_capacity(self, capacity: int, batch_size: int) -> None:
+        """Raise (``drop_last=True``) or warn once when ``batch_size`` exceeds the storage
+        ``capacity``: no full batch can ever be drawn without replacement."""
+        if batch_size > capacity:
+            _never_full(
+                self,
+                f"SamplerWithoutReplacement: batch_size={batch_size} is larger than the "
+                f"storage capacity max_size={capacity}, so no full batch can ever be drawn "
+                "without replacement",
+                capacity,
+                batch_size,
+                f"Lower batch_size to at most {capacity} or build the storage with "
+                f"max_size >= {batch_size}",
+            )
+
     def sample(self, storage, batch_size: int) -> tuple[torch.Tensor, dict]:
         size = _check_not_empty(storage)
+        self.check_capacity(getattr(storage, "max_size", size), batch_size)
         if self.drop_last and batch_size > size:
             raise ValueError(
                 f"batch_size={batch_size} is larger than the {size} stored items and "
@@ -520,10 +556,36 @@ class SliceSamplerWithoutReplacement(SliceSampler):
         super().__init__(**kwargs)
         self.drop_last = drop_last
         self.shuffle = shuffle
+        self._capacity_warned = False
         self._perm = None
         self._pos = 0
         self._epoch_key = None
         self.ran_out = False
+
+    def check_capacity(self, capacity: int, batch_size: int) -> None:
+        """Raise (``drop_last=True``) or warn once when a storage of ``capacity`` items can
+        never hold ``num_slices`` trajectories for one full batch of ``batch_size``."""
+        given = self.num_slices if self.num_slices is not None else self.slice_len
+        if batch_size % given:
+            return  # sample raises naming the mismatch
+        num_slices, slice_len = self._shape(batch_size)
+        most = capacity // slice_len if self.strict_length else capacity
+        if num_slices > most:
+            _never_full(
+                self,
+                f"SliceSamplerWithoutReplacement: batch_size={batch_size} needs {num_slices} "
+                f"trajectories of slice_len={slice_len} steps, but the storage capacity "
+                f"max_size={capacity} holds at most {most} of them, so no full batch can ever "
+                "be drawn without replacement",
+                capacity,
+                batch_size,
+                f"Lower batch_size (or num_slices) to at most {most * slice_len} or build the "
+                f"storage with max_size >= {num_slices * slice_len}",
+            )
+
+    def sample(self, storage, batch_size: int) -> tuple[torch.Tensor, dict]:
+        self.check_capacity(getattr(storage, "max_size", len(storage)), batch_size)
+        return super().sample(storage, batch_size)
 
     def _pick(self, usable: torch.Tensor, num_slices: int) -> torch.Tensor:
         count = usable.numel()
