@@ -9,11 +9,18 @@ import torch
 from tensordict import TensorDict
 
 from torchrl_lite.data.replay_buffers import (
+    LazyMemmapStorage,
     LazyTensorStorage,
     ListStorage,
+    RandomSampler,
     ReplayBuffer,
+    RoundRobinWriter,
     SamplerWithoutReplacement,
+    SliceSampler,
     SliceSamplerWithoutReplacement,
+    TensorDictMaxValueWriter,
+    TensorDictPrioritizedReplayBuffer,
+    TensorDictReplayBuffer,
 )
 
 
@@ -109,3 +116,58 @@ def test_list_storage_gap_still_raises_naming_the_positions():
     with pytest.raises(IndexError, match=r"position 3 would leave a gap at \[0, 1, 2\]"):
         storage.set(torch.tensor([3]), ["x"])
     assert len(storage) == 0
+
+
+def test_memmap_scratch_dir_that_is_a_file(tmp_path):
+    file = tmp_path / "a_file"
+    file.write_text("x")
+    with pytest.raises(ValueError, match=r"LazyMemmapStorage: scratch_dir=.*a_file' is a file"):
+        LazyMemmapStorage(10, scratch_dir=file)
+
+
+@pytest.mark.parametrize("part", ["storage", "sampler", "writer"])
+def test_buffer_parts_given_as_classes(part):
+    classes = {"storage": LazyTensorStorage, "sampler": RandomSampler, "writer": RoundRobinWriter}
+    with pytest.raises(
+        TypeError,
+        match=rf"ReplayBuffer: {part} must be an instance, got the "
+        rf"class {classes[part].__name__}; build it, e.g. {part}=",
+    ):
+        ReplayBuffer(**{part: classes[part]})
+
+
+def test_slice_sampler_without_its_end_key_names_both_options():
+    buffer = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(20), sampler=SliceSampler(slice_len=4)
+    )
+    buffer.extend(TensorDict(obs=torch.zeros(10, 1), batch_size=[10]))
+    with pytest.raises(
+        KeyError,
+        match=r"SliceSampler tells trajectories apart by end_key=\('next', "
+        r"'done'\), which the stored data lack.*pass end_key=.*or traj_key=",
+    ):
+        buffer.sample(8)
+    assert len(buffer) == 10
+
+
+def test_max_value_writer_without_its_rank_key():
+    buffer = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(10), writer=TensorDictMaxValueWriter(rank_key="score")
+    )
+    with pytest.raises(KeyError, match=r"ranks items by rank_key='score', which the data lack"):
+        buffer.extend(TensorDict(obs=torch.zeros(3, 1), batch_size=[3]))
+    assert len(buffer) == 0
+
+
+def test_update_tensordict_priority_before_the_loss_wrote_it():
+    buffer = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyTensorStorage(10))
+    buffer.extend(TensorDict(obs=torch.zeros(4, 1), batch_size=[4]))
+    sample = buffer.sample(2)
+    with pytest.raises(
+        KeyError,
+        match=r"reads the priorities from 'td_error': run the loss on "
+        r"this sample first",
+    ):
+        buffer.update_tensordict_priority(sample)
+    sample["td_error"] = torch.tensor([1.0, 2.0])
+    buffer.update_tensordict_priority(sample)  # once the loss wrote it
