@@ -54,7 +54,7 @@ test-all: install system-deps lint
 # through the fast path and through the public-API fallback (TORCHRL_LITE_TD_FAST=0).
 TD_LOWEST ?= $(shell sed -n 's/.*"tensordict>=\([0-9.]*\).*/\1/p' pyproject.toml)
 COMPAT    := .venv-compat
-COMPAT_TESTS := tests/envs tests/collectors/test_sync.py tests/collectors/test_utils.py tests/data
+COMPAT_TESTS := tests/envs tests/collectors/test_sync.py tests/collectors/test_fast_batch.py tests/collectors/test_utils.py tests/data
 test-compat: system-deps
 	@test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
 	sed 's/^tensordict==.*/tensordict==$(TD_LOWEST)/' constraints.txt > $(COMPAT)/constraints.txt

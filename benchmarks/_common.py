@@ -22,6 +22,26 @@ def timeit(fn, repeats: int = 5, warmup: int = 1) -> float:
     return statistics.median(times)
 
 
+def interleaved(fns: dict, repeats: int = 7, warmup: int = 1) -> dict:
+    """Median wall time of each ``fn()`` in seconds, the functions run in turn each round
+    (a noisy machine slows every case of a round alike, not one case's whole series)."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def load_average() -> float:
+    """The 1-minute load average (how quiet the machine was)."""
+    return os.getloadavg()[0]
+
+
 def smoke() -> bool:
     """True when budgets should shrink (``TORCHRL_LITE_SMOKE=1``)."""
     return os.environ.get("TORCHRL_LITE_SMOKE", "0") == "1"

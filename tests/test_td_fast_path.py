@@ -134,6 +134,8 @@ _CORE_TESTS = [
     "tests/envs/test_batched_envs.py",
     "tests/envs/test_transforms.py",
     "tests/collectors/test_sync.py",
+    "tests/collectors/test_fast_batch.py",
+    "tests/envs/test_fast_rollout.py",
     "tests/data/test_replay_buffers.py",
 ]
 

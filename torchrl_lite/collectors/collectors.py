@@ -31,6 +31,7 @@ from torchrl_lite.collectors._args import (
     param_device,
 )
 from torchrl_lite.collectors._base import DataCollectorBase
+from torchrl_lite.collectors._fast_batch import fast_batch
 from torchrl_lite.collectors._policy import (
     copy_weights,
     has_lazy_params,
@@ -44,7 +45,9 @@ from torchrl_lite.envs.utils import (
     ExplorationType,
     check_action_value,
     check_batch_bounds,
+    next_root_entries,
     set_exploration_type,
+    step_mdp,
 )
 
 __all__ = ["DataCollectorBase", "SyncDataCollector", "Collector"]
@@ -232,12 +235,23 @@ class SyncDataCollector(DataCollectorBase):
         batched = bool(env.batch_size)
         truncating = self.max_frames_per_traj is not None
         next_root, reset_done = self._next_root, self._reset_done
+        # after the first batch's checks, a plain TensorDictModule is called directly
+        fast = None if check or self._cast else _td.module_caller(self.policy)
+        policy_call = fast or self._policy_call
+        if use_policy and not check and not self._cast and self._simple_steps():
+            stepper = env._numpy_stepper()
+            if stepper is not None:
+                with torch.no_grad(), set_exploration_type(self.exploration_type):
+                    batch = fast_batch(self, stepper, policy_call)
+                if batch is not None:
+                    check_batch_bounds(env, batch, time_dim=len(env.batch_size))
+                    return batch
         td = self._td
         with torch.no_grad(), set_exploration_type(self.exploration_type):
             for t in range(self._steps):
                 if use_policy:
                     before = set(td.keys(True, True)) if check else None
-                    td = self._policy_call(td)
+                    td = policy_call(td)
                     if check:
                         self._check_action(td, before)
                 else:
@@ -272,6 +286,17 @@ class SyncDataCollector(DataCollectorBase):
             check_batch_bounds(env, batch, time_dim=len(env.batch_size))
         return batch
 
+    def _simple_steps(self) -> bool:
+        """True if a step needs nothing but the env and the policy (no recurrent states,
+        ``is_init`` tracking or truncation): then the env's numpy stepper can run it."""
+        return (
+            self.max_frames_per_traj is None
+            and not self._hidden
+            and not self._track_init
+            and self.reset_when_done
+            and self._td is not None
+        )
+
     def _policy_call(self, td: TensorDictBase) -> TensorDictBase:
         if self._cast:
             out = self.policy(td.to(self.policy_device))
@@ -283,19 +308,9 @@ class SyncDataCollector(DataCollectorBase):
         other entries (minus the action), in a new TensorDict."""
         root, nxt = _td.entries(td), _td.entries(next_td)
         if not (self._flat_keys and root is not None and nxt is not None):
-            from torchrl_lite.envs.utils import step_mdp
-
             out = step_mdp(td, reward_keys=self._reward_keys, action_keys=self._action_keys)
         else:
-            drop_next, drop_root = self._drop_next, self._drop_root
-            entries = {
-                k: v if isinstance(v, torch.Tensor) else v.copy()
-                for k, v in nxt.items()
-                if k not in drop_next
-            }
-            for k, v in root.items():
-                if k not in entries and k not in drop_root:
-                    entries[k] = v if isinstance(v, torch.Tensor) else v.copy()
+            entries = next_root_entries(root, nxt, self._drop_next, self._drop_root)
             out = _td.new(entries, td.batch_size, td.device)
         if self._track_init:
             _td.set(out, K.IS_INIT, self._not_init)

@@ -37,6 +37,7 @@ from torchrl_lite.envs import _batched_utils as U
 from torchrl_lite.envs import _batched_worker as W
 from torchrl_lite.envs._batched_attr import worker_attr
 from torchrl_lite.envs._batched_base import _BatchedEnv
+from torchrl_lite.envs._parallel_stepper import ParallelStepper
 from torchrl_lite.envs.common import EnvBase
 
 __all__ = ["SerialEnv", "ParallelEnv"]
@@ -211,6 +212,12 @@ class SerialEnv(_BatchedEnv):
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
         return U.td_from_leaves(self._reset_keys, values, self.batch_size, self.device, self._flat)
+
+    def _numpy_stepper(self):
+        """The copies' numpy-level group (every copy a plain GymWrapper, outputs on the
+        copies' device); None otherwise."""
+        self._check_usable()
+        return None if self._move_outputs else self._group
 
     def _set_seed(self, seed: int) -> None:
         self._check_usable()
@@ -562,6 +569,11 @@ class ParallelEnv(_BatchedEnv):
             return super().step_and_maybe_reset(tensordict)
         finally:
             self._fuse_reset = self._reset_ready = False
+
+    def _numpy_stepper(self):
+        """Steps through the shared buffers (see ``_parallel_stepper.py``), or None."""
+        self._check_usable()
+        return ParallelStepper.build(self)
 
     def _set_seed(self, seed: int) -> None:
         self._check_usable()

@@ -27,6 +27,7 @@ from torchrl_lite._utils import check_device, missing_key_message
 from torchrl_lite.data.tensor_specs import Categorical, Composite, TensorSpec, Unbounded, _size
 from torchrl_lite.envs._action_bounds import check_action_value, check_batch_bounds
 from torchrl_lite.envs._done_flags import _StepProbe
+from torchrl_lite.envs._fast_rollout import fast_rollout
 from torchrl_lite.envs._rollout import _RolloutRecorder
 from torchrl_lite.envs._step_checks import (
     check_reset_input,
@@ -347,6 +348,15 @@ class EnvBase:
         """
         return None
 
+    def _numpy_stepper(self):
+        """An object that steps this env at the numpy level, or None (the default).
+
+        ``rollout`` with random actions uses it to skip the per-step TensorDicts; see
+        ``envs/_fast_rollout.py`` for the contract. ``GymWrapper``, ``SerialEnv`` over plain
+        GymWrappers and ``ParallelEnv`` offer one.
+        """
+        return None
+
     def _check_action(self, tensordict: TensorDictBase) -> None:
         self._check_open("step")
         for key, spec in self.full_action_spec.items(True, True):
@@ -470,6 +480,18 @@ class EnvBase:
         else:
             td = tensordict
         self._checked_action = self.spec_check == "never"
+        if policy is None and callback is None and auto_reset and self.spec_check != "always":
+            stepper = self._numpy_stepper()
+            out = (
+                None
+                if stepper is None
+                else fast_rollout(
+                    self, stepper, td, max_steps, break_when_any_done, break_when_all_done
+                )
+            )
+            if out is not None:
+                self._checked_action = self.spec_check in _CHECK_ONCE or self._checked_action
+                return out
         recorder = _RolloutRecorder(max_steps)
         batch_dims = len(td.batch_size)
         # without a break condition or a callback (which must see the env before the

@@ -105,20 +105,39 @@ def _step_mdp_default(tensordict: TensorDict) -> TensorDict | None:
     nxt = _td.entries(next_td)
     if nxt is None:
         return None
-    # nested TensorDicts are copied (shallow), as in the general case below; the exact
-    # type check first spares the slower ABC isinstance for plain tensors
+    entries = next_root_entries(root, nxt, _DEFAULT_DROP_NEXT, _DEFAULT_DROP_ROOT)
+    return _td.new(entries, next_td.batch_size, next_td.device)
+
+
+def next_root_entries(root: dict, nxt: dict, drop_next, drop_root) -> dict:
+    """The entries of the next step's root: the step's ``"next"`` entries but
+    ``drop_next`` (the rewards), then the root's other entries but ``drop_root`` (the
+    actions, ``"next"``, ``"_reset"``). Nested TensorDicts are copied (shallow), so that
+    writing into the new root never changes the recorded step.
+
+    The one next-to-root step of the library: ``step_mdp``, ``EnvBase.rollout`` and
+    ``SyncDataCollector`` all build their next root with it (from the dicts of plain
+    TensorDicts, see ``torchrl_lite._td.entries``).
+
+    Example:
+        >>> root = {"observation": torch.zeros(3), "action": torch.ones(1)}
+        >>> nxt = {"observation": torch.ones(3), "reward": torch.ones(1)}
+        >>> sorted(next_root_entries(root, nxt, {"reward"}, {"next", "action"}))
+        ['observation']
+    """
+    # the exact type check first spares the slower isinstance for plain tensors
     entries = {}
     for key, value in nxt.items():
-        if key != K.REWARD:
-            if type(value) is not Tensor and isinstance(value, TensorDictBase):
-                value = value.copy()
+        if key not in drop_next:
+            if type(value) is not Tensor and not isinstance(value, Tensor):
+                value = value.copy()  # a TensorDict or tensorclass
             entries[key] = value
     for key, value in root.items():
-        if key not in entries and key not in _DEFAULT_DROP_ROOT:
-            if type(value) is not Tensor and isinstance(value, TensorDictBase):
+        if key not in entries and key not in drop_root:
+            if type(value) is not Tensor and not isinstance(value, Tensor):
                 value = value.copy()
             entries[key] = value
-    return _td.new(entries, next_td.batch_size, next_td.device)
+    return entries
 
 
 def check_env_specs(

@@ -292,6 +292,17 @@ class GymWrapper(EnvBase):
         (see ``_GymGroup``); None for anything else."""
         return _GymGroup.build(envs, input_keys, step_keys, reset_keys)
 
+    def _numpy_stepper(self):
+        """A plain GymWrapper (CPU, no pixels, one observation array) steps its gymnasium
+        env straight into the fast rollout's buffers; None for anything else."""
+        if type(self)._numpy_stepper is not GymWrapper._numpy_stepper:
+            return None
+        step_keys = [K.REWARD, K.DONE, K.TERMINATED, K.TRUNCATED, K.OBSERVATION]  # _step's
+        reset_keys = [K.OBSERVATION, K.DONE, K.TERMINATED, K.TRUNCATED]
+        if self.vectorized:
+            return _VectorStepper.build(self, step_keys, reset_keys)
+        return _GymGroup.build([self], [K.ACTION], step_keys, reset_keys)
+
     def _set_seed(self, seed: int) -> None:
         if seed < 0:  # gymnasium's own error is a bare "Seed must be greater or equal to zero"
             raise ValueError(f"{type(self).__name__}: seed must be >= 0, got {seed}.")
@@ -463,7 +474,8 @@ class _GymGroup:
             K.REWARD: ((n, 1), np.float32),
             **{key: ((n, 1), np.bool_) for key in (K.DONE, K.TERMINATED, K.TRUNCATED)},
         }
-        self._step_layout = [layout[k] for k in step_keys]
+        self.step_layout = self._step_layout = [layout[k] for k in step_keys]
+        self.reset_layout = [layout[k] for k in reset_keys]
         self._step_pick = operator.itemgetter(
             *(step_keys.index(k) for k in (K.OBSERVATION, K.REWARD, K.TERMINATED, K.TRUNCATED))
         )
@@ -489,6 +501,47 @@ class _GymGroup:
         np.logical_or(term, trunc, out=out[self._done_pos])
         return out
 
+    # -- the fast rollout's stepper (see envs/_fast_rollout.py) ---------------------------
+    def bind(self, nxt: list, root: list) -> None:
+        """Step and reset into these ``[T, n, ...]`` buffers (step/reset keys order)."""
+        obs, reward, term, trunc = self._step_pick(nxt)
+        self._b_obs, self._b_reward = obs, reward[..., 0]
+        self._b_term, self._b_trunc = term[..., 0], trunc[..., 0]
+        self._b_done = nxt[self._done_pos][..., 0]
+        self._b_root_obs = root[self._reset_obs_pos]
+
+    def prepare(self, actions: torch.Tensor):
+        """``[T, n, ...]`` actions -> per step, per copy, what gymnasium's step takes."""
+        return self._to_gym(actions)
+
+    def step_at(self, actions, t: int) -> bool:
+        """Step copy ``i`` with ``actions[i]`` into row ``t``; True if any copy is done."""
+        if len(self._steps) == 1:  # one env (a GymWrapper's own rollout): no zip, no rows
+            obs, reward, term, trunc, *_ = self._steps[0](actions[0])
+            if not self._checked:
+                self._check_shapes([obs], self._b_obs.shape[2:])
+            self._b_obs[t, 0] = obs
+            self._b_reward[t, 0] = reward
+            self._b_term[t, 0] = term
+            self._b_trunc[t, 0] = trunc
+            done = self._b_done[t, 0] = term or trunc
+            return bool(done)
+        results = [step(a) for step, a in zip(self._steps, actions)]
+        observations, self._b_reward[t], self._b_term[t], self._b_trunc[t], *_ = zip(*results)
+        if not self._checked:
+            self._check_shapes(observations, self._b_obs.shape[2:])
+        rows = self._b_obs[t]
+        for i, value in enumerate(observations):
+            rows[i] = value
+        return bool(np.logical_or(self._b_term[t], self._b_trunc[t], out=self._b_done[t]).any())
+
+    def reset_at(self, chosen, t: int) -> None:
+        """Reset the copies in ``chosen`` into the root row ``t``."""
+        last = self._last_reset[self._reset_obs_pos]
+        for i in chosen:
+            last[i] = self._b_root_obs[t, i] = self.envs[i]._gym_reset()
+            self.envs[i]._is_reset = True
+
     def _check_shapes(self, observations, shape: tuple) -> None:
         for i, value in enumerate(observations):
             if np.shape(value) != shape:
@@ -501,14 +554,80 @@ class _GymGroup:
     def reset(self, chosen, out: list[np.ndarray] | None = None) -> list:
         """Reset the copies in ``chosen``; write their rows (``reset_keys`` order) into
         ``out``, or return new ``[n, ...]`` arrays holding the last reset of every copy."""
-        arrays = self._last_reset if out is None else out
-        obs = arrays[self._reset_obs_pos]
+        last, pos = self._last_reset, self._reset_obs_pos
         for i in chosen:
-            obs[i] = self.envs[i]._gym_reset()
+            last[pos][i] = self.envs[i]._gym_reset()
             self.envs[i]._is_reset = True
             for j in self._reset_flag_pos:
-                arrays[j][i] = False
-        return [a.copy() for a in arrays] if out is None else arrays
+                last[j][i] = False
+        if out is None:
+            return [a.copy() for a in last]
+        for array, row in zip(out, last):
+            array[chosen] = row[chosen]
+        return out
+
+
+class _VectorStepper:
+    """A GymWrapper of a gymnasium vector env, stepped and reset at the numpy level (the
+    fast rollout's stepper, see ``envs/_fast_rollout.py``): the same calls as its
+    ``_step``/``_reset``, results written into the rollout's ``[T, num_envs, ...]``
+    buffers."""
+
+    @classmethod
+    def build(cls, env: GymWrapper, step_keys: list, reset_keys: list):
+        hooks = ("_step", "_reset", "_gym_step", "_gym_reset")
+        plain = all(getattr(type(env), h) is getattr(GymWrapper, h) for h in hooks)
+        obs = env._single_obs
+        if not plain or env.from_pixels or env._off_cpu or obs is None:
+            return None
+        if not obs.same_dtype or obs.one_hot:
+            return None
+        return cls(env, step_keys, reset_keys)
+
+    def __init__(self, env: GymWrapper, step_keys: list, reset_keys: list):
+        n = env.num_envs
+        self.env, self.step_keys, self.reset_keys = env, step_keys, reset_keys
+        obs_spec = env.observation_spec[K.OBSERVATION]
+        obs_dtype = torch.empty(0, dtype=obs_spec.dtype).numpy().dtype
+        layout = {
+            K.OBSERVATION: (tuple(obs_spec.shape), obs_dtype),
+            K.REWARD: ((n, 1), np.float32),
+            **{key: ((n, 1), np.bool_) for key in (K.DONE, K.TERMINATED, K.TRUNCATED)},
+        }
+        self.step_layout = [layout[k] for k in step_keys]
+        self.reset_layout = [layout[k] for k in reset_keys]
+
+    def bind(self, nxt: list, root: list) -> None:
+        at = {k: b for k, b in zip(self.step_keys, nxt)}
+        self._obs, self._reward = at[K.OBSERVATION], at[K.REWARD][..., 0]
+        self._term, self._trunc = at[K.TERMINATED][..., 0], at[K.TRUNCATED][..., 0]
+        self._done = at[K.DONE][..., 0]
+        self._root_obs = root[self.reset_keys.index(K.OBSERVATION)]
+        self._checked = False
+
+    def prepare(self, actions: torch.Tensor):
+        return self.env._action.action_to_gym(actions)  # [T, num_envs, ...]
+
+    def step_at(self, action, t: int) -> bool:
+        obs, reward, term, trunc = self.env._gym_step(action)
+        if not self._checked:  # numpy would broadcast a wrong shape without a word
+            if np.shape(obs) != self._obs.shape[1:]:
+                raise ValueError(
+                    f"{self.env!r} returned observations of shape {list(np.shape(obs))}; "
+                    f"its observation spec has shape {list(self._obs.shape[1:])}."
+                )
+            self._checked = True
+        self._obs[t] = obs
+        self._reward[t] = reward
+        self._term[t] = term
+        self._trunc[t] = trunc
+        return bool(np.logical_or(self._term[t], self._trunc[t], out=self._done[t]).any())
+
+    def reset_at(self, chosen, t: int) -> None:
+        mask = np.zeros(self.env.num_envs, dtype=bool)
+        mask[chosen] = True
+        obs = self.env._gym_reset({"reset_mask": mask})
+        self._root_obs[t, chosen] = np.asarray(obs)[chosen]
 
 
 def _get(tensordict: TensorDictBase, key: str) -> torch.Tensor:

@@ -1,0 +1,81 @@
+"""ParallelEnv's numpy stepper for the fast rollout (see ``envs/_fast_rollout.py``).
+
+The workers already step and reset into shared memory; the stepper writes the action
+into the shared input buffer, sends one command per worker and copies the shared result
+rows into the rollout's buffers, without building a TensorDict per step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from torchrl_lite import _keys as K
+from torchrl_lite.envs import _batched_worker as W
+
+__all__ = ["ParallelStepper"]
+
+
+class ParallelStepper:
+    """Steps a ``ParallelEnv`` through its shared buffers (built by ``build``)."""
+
+    @classmethod
+    def build(cls, env):
+        """A stepper for ``env``, or None where the general loop is needed (inputs other
+        than ``"action"``, nested keys, outputs moved to another device or pinned)."""
+        keys = env._step_keys + env._reset_keys
+        if env._input_keys != [K.ACTION] or not all(isinstance(k, str) for k in keys):
+            return None
+        if K.DONE not in env._step_keys or env.device.type != "cpu" or env.pin_memory:
+            return None
+        return cls(env)
+
+    def __init__(self, env):
+        self.env = env
+        self.step_keys, self.reset_keys = list(env._step_keys), list(env._reset_keys)
+        self._action = env._in_leaves[0]
+        self._step = [b.numpy() for b in env._step_leaves]
+        self._reset = [b.numpy() for b in env._reset_leaves]
+        self._done = self._step[self.step_keys.index(K.DONE)]
+        self.step_layout = [(a.shape, a.dtype) for a in self._step]
+        self.reset_layout = [(a.shape, a.dtype) for a in self._reset]
+
+    def bind(self, nxt: list, root: list) -> None:
+        self._nxt, self._root = nxt, root
+
+    def prepare(self, actions: torch.Tensor) -> torch.Tensor:
+        return actions  # [T, n, ...]: row t goes into the shared input buffer
+
+    def _send(self, command: bytes, action: torch.Tensor, t: int) -> bool:
+        env = self.env
+        env._check_usable()
+        self._action.copy_(action)
+        env._command(command, env._all, "step")
+        for dst, src in zip(self._nxt, self._step):
+            dst[t] = src
+        return bool(self._done.any())
+
+    def step_at(self, action: torch.Tensor, t: int) -> bool:
+        return self._send(W.STEP, action, t)
+
+    def step_reset_at(self, action: torch.Tensor, t: int) -> bool:
+        """Step, and have each worker reset its copies that are done (one message per
+        worker); their reset rows go into the root row ``t + 1``."""
+        if not self._send(W.STEP_RESET, action, t):
+            return False
+        chosen = np.flatnonzero(self._done)
+        for dst, src in zip(self._root, self._reset):
+            dst[t + 1, chosen] = src[chosen]
+        return True
+
+    def reset_at(self, chosen, t: int) -> None:
+        env = self.env
+        env._check_usable()
+        mask = env._mask_buf.numpy().reshape(-1)
+        mask[...] = False
+        mask[chosen] = True
+        per_copy = env._mask_buf.reshape(env.num_workers, -1).any(-1).tolist()
+        workers = [w for w, (lo, hi) in enumerate(env._groups) if any(per_copy[lo:hi])]
+        env._command(W.RESET, workers, "reset")
+        for dst, src in zip(self._root, self._reset):
+            dst[t, chosen] = src[chosen]
