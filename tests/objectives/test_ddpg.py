@@ -140,3 +140,26 @@ def test_ddpg_updates_decrease_the_loss_on_a_bandit():
     first, last = train(loss, batch, steps=200)
     assert last["loss_value"] < 0.1 * first["loss_value"]
     assert bandit_reward(net(batch["observation"])) > -0.2
+
+
+def test_ddpg_on_a_prioritized_buffer_sample_uses_its_weights():
+    from torchrl_lite.data.replay_buffers import (
+        LazyTensorStorage,
+        TensorDictPrioritizedReplayBuffer,
+    )
+
+    torch.manual_seed(0)
+    loss, _ = _ddpg(gamma=0.9)
+    buffer = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=1.0, storage=LazyTensorStorage(8))
+    buffer.extend(make_batch(8))
+    buffer.update_priority(torch.arange(8), torch.arange(1.0, 9.0))  # unequal priorities
+    sample = buffer.sample(16)
+    weight = sample["_weight"]
+    assert not torch.allclose(weight, weight[:1].expand_as(weight))  # the weights differ
+    batch = sample.clone()
+    out = loss(batch)
+    td_error = batch["td_error"]  # [16] per-sample |Q - y|, written by the loss
+    torch.testing.assert_close(out["loss_value"], (weight * td_error.pow(2)).mean())  # l2
+    unweighted = loss(sample.clone().exclude("_weight"))["loss_value"]
+    torch.testing.assert_close(unweighted, td_error.pow(2).mean())
+    assert not torch.allclose(out["loss_value"], unweighted)
