@@ -34,3 +34,30 @@ def require(module: str, extra: str):
             f"{module} is not installed; it is needed here. Install it with "
             f"`pip install 'torchrl-lite[{extra}]'`."
         ) from err
+
+
+def check_device(device, owner: str):
+    """``device`` as a ``torch.device`` that exists here (``None``: the CPU), or a
+    ``ValueError`` naming it.
+
+    Called at construction (never per step): a CUDA device on a machine without CUDA, or
+    with fewer GPUs, raises with the fix instead of torch's assertion at first use.
+    """
+    import torch
+
+    if device is None:
+        return torch.device("cpu")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(
+            f"{owner}: device {device!r} is not a device name (e.g. 'cpu', 'cuda', 'cuda:0')."
+        ) from err
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (device.index is not None and device.index >= count):
+            raise ValueError(
+                f"{owner}: device {str(device)!r} is not available here ({count} CUDA "
+                "device(s)); pass device='cpu' or a CUDA index below the device count."
+            )
+    return device

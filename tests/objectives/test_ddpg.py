@@ -55,6 +55,32 @@ def test_ddpg_matches_hand_computation_values_and_gradients():
     assert_no_grad(out["loss_value"], actor_params)
 
 
+def test_ddpg_value_loss_weighted_by_prioritized_importance_weights():
+    loss, net = _ddpg(gamma=0.9)
+    batch = make_batch(8)
+    weight = torch.linspace(0.1, 1.0, 8)
+    out = loss(batch.clone().set("_weight", weight))
+    obs, next_obs = batch["observation"], batch["next", "observation"]
+    q = params_of(loss.value_network)
+    q_target = params_of(loss.target_value_network, buffers=True)
+    with torch.no_grad():
+        next_value = mlp_by_hand(q_target, next_obs, net(next_obs))
+        not_term = 1.0 - batch["next", "terminated"].squeeze(-1).float()
+        y = batch["next", "reward"].squeeze(-1) + 0.9 * not_term * next_value
+    pred = mlp_by_hand(q, obs, batch["action"])
+    loss_value = (weight * (pred - y) ** 2).mean()  # importance-weighted mean
+    torch.testing.assert_close(out["loss_value"], loss_value)
+    q_params = list(loss.value_network.parameters())
+    assert_grads_close(grads(out["loss_value"], q_params), grads(loss_value, q_params))
+    unweighted = loss(batch.clone())["loss_value"]
+    assert not torch.allclose(unweighted, out["loss_value"])
+    # the key is configurable; the actor loss stays unweighted
+    loss.set_keys(priority_weight="w")
+    out2 = loss(batch.clone().set("w", weight))
+    torch.testing.assert_close(out2["loss_value"], loss_value)
+    torch.testing.assert_close(out2["loss_actor"], out["loss_actor"])
+
+
 def test_ddpg_keys_targets_and_estimator():
     loss, _ = _ddpg(delay_actor=True)
     assert hasattr(loss, "target_actor_network")
@@ -114,3 +140,26 @@ def test_ddpg_updates_decrease_the_loss_on_a_bandit():
     first, last = train(loss, batch, steps=200)
     assert last["loss_value"] < 0.1 * first["loss_value"]
     assert bandit_reward(net(batch["observation"])) > -0.2
+
+
+def test_ddpg_on_a_prioritized_buffer_sample_uses_its_weights():
+    from torchrl_lite.data.replay_buffers import (
+        LazyTensorStorage,
+        TensorDictPrioritizedReplayBuffer,
+    )
+
+    torch.manual_seed(0)
+    loss, _ = _ddpg(gamma=0.9)
+    buffer = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=1.0, storage=LazyTensorStorage(8))
+    buffer.extend(make_batch(8))
+    buffer.update_priority(torch.arange(8), torch.arange(1.0, 9.0))  # unequal priorities
+    sample = buffer.sample(16)
+    weight = sample["_weight"]
+    assert not torch.allclose(weight, weight[:1].expand_as(weight))  # the weights differ
+    batch = sample.clone()
+    out = loss(batch)
+    td_error = batch["td_error"]  # [16] per-sample |Q - y|, written by the loss
+    torch.testing.assert_close(out["loss_value"], (weight * td_error.pow(2)).mean())  # l2
+    unweighted = loss(sample.clone().exclude("_weight"))["loss_value"]
+    torch.testing.assert_close(unweighted, td_error.pow(2).mean())
+    assert not torch.allclose(out["loss_value"], unweighted)

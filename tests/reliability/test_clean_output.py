@@ -64,3 +64,23 @@ def test_pyproject_license_is_an_spdx_string():
     tomllib = pytest.importorskip("tomllib", reason="tomllib is in Python >= 3.11")
     meta = tomllib.loads((Path(REPO) / "pyproject.toml").read_text())["project"]
     assert isinstance(meta["license"], str) and meta["license"] == "MIT"
+
+
+def test_headless_dm_control_prints_no_glfw_noise():
+    pytest.importorskip("dm_control")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "MUJOCO_GL", "PYOPENGL_PLATFORM")
+    }
+    env["PYTHONPATH"] = REPO
+    script = (
+        "from torchrl_lite.envs.libs.dm_control import DMControlEnv\n"
+        "print(tuple(DMControlEnv('cartpole', 'swingup').rollout(2).shape))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(2,)"
+    assert "DISPLAY" not in done.stderr and done.stderr.strip() == "", done.stderr

@@ -9,6 +9,7 @@ recipe's ``frames_per_batch`` over ``num_envs`` copies is ``num_envs`` envs x
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 
 from torchrl_lite.agent.actors import OffPolicyActor, OnPolicyActor
@@ -216,5 +217,11 @@ def factories_from_recipe(algo_name: str, cfg) -> dict:
         raise ValueError(
             f"factories_from_recipe: {algo_name!r} has no Scheme path.{hint} "
             f"Available: {', '.join(SCHEME_ALGOS)}."
+        )
+    if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
+        raise TypeError(
+            f"factories_from_recipe: cfg must be the recipe's Config instance, got "
+            f"{type(cfg).__name__}; build it with get_recipe({key!r}).Config(...) (or "
+            f"config_for(get_recipe({key!r}), env))."
         )
     return SCHEME_ALGOS[key](cfg)

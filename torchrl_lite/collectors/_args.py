@@ -6,6 +6,7 @@ import torch
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
+from torchrl_lite._utils import closest_match
 from torchrl_lite.envs.common import EnvBase
 
 
@@ -64,3 +65,22 @@ def param_device(policy) -> torch.device | None:
         for tensor in (*policy.parameters(), *policy.buffers()):
             return tensor.device
     return None
+
+
+def check_policy_inputs(policy, provided: set, owner: str) -> None:
+    """Raise a ``KeyError`` naming the policy's ``in_keys`` that nothing provides (the env's
+    observation, state and done specs, or the collector's hidden states): once, at
+    construction, instead of tensordict's message deep in the first step."""
+    in_keys = getattr(policy, "in_keys", None)
+    if not isinstance(in_keys, list | tuple):
+        return
+    missing = [key for key in in_keys if key not in provided]
+    if missing:
+        available = sorted(provided, key=str)
+        hint = closest_match(missing[0], available)
+        raise KeyError(
+            f"{owner}: the policy reads {missing} (policy.in_keys={list(in_keys)}), which the "
+            f"env does not provide; the env gives {available}."
+            + (f" Did you mean {hint!r}?" if hint is not None else "")
+            + " Build the policy with in_keys from these, or add a transform that writes them."
+        )

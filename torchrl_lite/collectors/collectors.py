@@ -24,7 +24,13 @@ from torch import nn
 from torchrl_lite import _keys as K
 from torchrl_lite import _td
 from torchrl_lite._utils import missing_key_message
-from torchrl_lite.collectors._args import check_int, check_policy, make_env, param_device
+from torchrl_lite.collectors._args import (
+    check_int,
+    check_policy,
+    check_policy_inputs,
+    make_env,
+    param_device,
+)
 from torchrl_lite.collectors._base import DataCollectorBase
 from torchrl_lite.collectors._fast_batch import fast_batch
 from torchrl_lite.collectors._policy import (
@@ -203,6 +209,10 @@ class SyncDataCollector(DataCollectorBase):
         }
         reads_init = K.IS_INIT in list(getattr(self.policy, "in_keys", ()) or ())
         self._track_init = (reads_init or bool(specs)) and K.IS_INIT not in env_keys
+        provided = env_keys | set(env.done_keys) | set(self._hidden)
+        if self._track_init:
+            provided.add(K.IS_INIT)
+        check_policy_inputs(self.policy, provided, type(self).__name__)
         self._not_init = torch.zeros((*batch, 1), dtype=torch.bool, device=dev)
         self._all_init = torch.ones((*batch, 1), dtype=torch.bool, device=dev)
         reward_keys = list(env.full_reward_spec.keys(True, True))

@@ -116,7 +116,17 @@ class TensorSpec:
     """
 
     def __init__(self, shape: ShapeLike, dtype: torch.dtype, device=None):
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(
+                f"{type(self).__name__}: dtype must be a torch.dtype (e.g. torch.float32), got "
+                f"{dtype!r}."
+            )
         self.shape, self.dtype = _size(shape), dtype
+        if any(s < 0 for s in self.shape):
+            raise ValueError(
+                f"{type(self).__name__}: shape dims must be >= 0, got {list(self.shape)}; "
+                "spec shapes are fixed (no -1)."
+            )
         self.device = torch.device("cpu" if device is None else device)
 
     def _in_range(self, value: torch.Tensor, split: int) -> bool:
@@ -293,6 +303,15 @@ class _Ranged(TensorSpec):
         work = torch.promote_types(torch.promote_types(value.dtype, self.dtype), torch.uint8)
         return torch.clamp(value.to(work), lo.to(work), hi.to(work)).to(self.dtype)
 
+    def encode(self, value) -> torch.Tensor:
+        """As :meth:`TensorSpec.encode`; values outside the range raise (as in TorchRL)."""
+        tensor = super().encode(value)
+        if not self._in_range(tensor, self._shape_split(tensor.shape)):
+            raise ValueError(
+                f"Cannot encode {_describe(tensor)}: values are outside the range of {self}."
+            )
+        return tensor
+
 
 def _check_not_nan(low, high) -> None:
     for name, value in (("low", low), ("high", high)):
@@ -316,7 +335,15 @@ class Bounded(_Ranged):
     def __init__(self, low, high, shape=None, device=None, dtype: torch.dtype = torch.float32):
         _check_not_nan(low, high)
         low, high = torch.as_tensor(low, dtype=dtype), torch.as_tensor(high, dtype=dtype)
-        shape = torch.broadcast_shapes(low.shape, high.shape) if shape is None else shape
+        if shape is None:
+            try:
+                shape = torch.broadcast_shapes(low.shape, high.shape)
+            except RuntimeError as err:
+                raise ValueError(
+                    f"Bounded: low of shape {list(low.shape)} and high of shape "
+                    f"{list(high.shape)} do not broadcast to one shape; give bounds of the "
+                    "same shape (or scalars with shape=...)."
+                ) from err
         super().__init__(shape, dtype, device)
         try:
             self.low = low.to(self.device).expand(self.shape).clone()
@@ -545,6 +572,7 @@ class Binary(_Ranged):
         n = shape[-1] if n is None and shape else n
         if not shape or shape[-1] != n:
             raise ValueError(f"Binary: needs n or a shape whose last dim is n, got {n}, {shape}")
+        _check_sizes("Binary", "n", n)
         super().__init__(shape, dtype, device)
         self.n = int(n)
         self._lo, self._hi = (

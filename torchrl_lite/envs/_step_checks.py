@@ -14,7 +14,7 @@ from tensordict import TensorDictBase
 
 from torchrl_lite._utils import missing_key_message
 
-__all__ = ["check_step_output"]
+__all__ = ["check_step_output", "check_rollout_args", "check_reset_input"]
 
 
 def check_step_output(env, next_td: TensorDictBase) -> None:
@@ -67,3 +67,26 @@ def check_step_output(env, next_td: TensorDictBase) -> None:
                     f"{value.dtype}, but its spec has dtype {spec.dtype} ({spec}); convert it "
                     f"(e.g. .to({spec.dtype})) or change the spec."
                 )
+
+
+def check_rollout_args(max_steps, policy, callback) -> None:
+    """``rollout``'s arguments, checked once per call (not per step)."""
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"rollout needs max_steps >= 1 (an int), got {max_steps!r}")
+    for name, fn, use in (
+        ("policy", policy, "TensorDict -> TensorDict, or None for random actions"),
+        ("callback", callback, "called as callback(env, tensordict), or None"),
+    ):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"rollout: {name} must be a callable ({use}), got {fn!r}.")
+
+
+def check_reset_input(env, tensordict: TensorDictBase) -> None:
+    """Raise when the tensordict given to ``reset`` of a batch-locked env is not of the
+    env's batch size."""
+    if tensordict.batch_size != env.batch_size:
+        raise ValueError(
+            f"{type(env).__name__}.reset: the tensordict has batch size "
+            f"{list(tensordict.batch_size)} but the env has {list(env.batch_size)}; pass one "
+            "of the env's batch size (or none)."
+        )

@@ -23,13 +23,17 @@ from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite import _td
-from torchrl_lite._utils import missing_key_message
+from torchrl_lite._utils import check_device, missing_key_message
 from torchrl_lite.data.tensor_specs import Categorical, Composite, TensorSpec, Unbounded, _size
 from torchrl_lite.envs._action_bounds import check_action_value, check_batch_bounds
 from torchrl_lite.envs._done_flags import _StepProbe
 from torchrl_lite.envs._fast_rollout import fast_rollout
 from torchrl_lite.envs._rollout import StepRecorder
-from torchrl_lite.envs._step_checks import check_step_output
+from torchrl_lite.envs._step_checks import (
+    check_reset_input,
+    check_rollout_args,
+    check_step_output,
+)
 from torchrl_lite.envs.utils import step_mdp
 
 __all__ = ["EnvBase"]
@@ -77,7 +81,7 @@ class EnvBase:
     def __init__(self, *, device=None, batch_size=None, spec_check: str = "first"):
         if spec_check not in _SPEC_CHECKS:
             raise ValueError(f"spec_check must be one of {list(_SPEC_CHECKS)}, got {spec_check!r}")
-        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.device = check_device(device, type(self).__name__)
         self.batch_size = _size(batch_size)
         self.spec_check = spec_check
         self._checked_action = spec_check == "never"
@@ -279,6 +283,8 @@ class EnvBase:
         removed) and returned, as in TorchRL.
         """
         self._check_open("reset")
+        if tensordict is not None and self.batch_locked:
+            check_reset_input(self, tensordict)
         if kwargs:
             tensordict = (
                 TensorDict(kwargs, batch_size=self.batch_size)
@@ -465,8 +471,7 @@ class EnvBase:
             return_contiguous: return contiguous tensors (always true here).
             tensordict: the initial TensorDict (required when ``auto_reset=False``).
         """
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"rollout needs max_steps >= 1 (an int), got {max_steps!r}")
+        check_rollout_args(max_steps, policy, callback)
         self._check_open("roll out")
         if auto_reset:
             td = self.reset(tensordict)

@@ -265,10 +265,15 @@ class OffPolicyLoss(LossModule):
             return self.value_estimator.value_estimate(td, next_value=next_value.unsqueeze(-1))
 
     def _td_terms(self, td, pred: torch.Tensor, target: torch.Tensor, out: dict, name: str):
-        """``out[name] = sum_i mean(d(Q_i, y))`` for predictions ``[N, *B]`` (or ``[*B]``)
-        and the target ``[*B, 1]``; writes the TD error ``max_i |Q_i - y|`` ``[*B]``."""
+        """``out[name] = sum_i mean(w * d(Q_i, y))`` for predictions ``[N, *B]`` (or ``[*B]``)
+        and the target ``[*B, 1]``, ``w`` the prioritized buffer's importance weights
+        ``[*B]`` when the batch has them (``priority_weight`` key, ``"_weight"``), else 1;
+        writes the TD error ``max_i |Q_i - y|`` ``[*B]``."""
         target = target.squeeze(-1).expand_as(pred)
-        loss = distance_loss(pred, target, self.loss_function)
+        loss = distance_loss(pred, target, self.loss_function)  # [N, *B] or [*B]
+        weight = td.get(self.tensor_keys.priority_weight, None)
+        if weight is not None:
+            loss = loss * weight.reshape(td.batch_size).to(loss.dtype)  # broadcast over N
         if pred.dim() > td.batch_dims:  # an ensemble: one mean per network, summed
             out[name] = loss.reshape(loss.shape[0], -1).mean(-1).sum()
             td_error = (pred.detach() - target).abs().max(0).values

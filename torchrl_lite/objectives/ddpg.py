@@ -29,11 +29,14 @@ class _DDPGKeys:
     network reads; ``state_action_value`` is what the value network writes; ``reward``,
     ``done`` and ``terminated`` are read under ``"next"``; ``priority`` (the per-sample TD
     error, for prioritized replay) is written into the batch.
+    ``priority_weight`` (the importance weights a prioritized buffer adds) weights
+    the critic loss per sample when the batch has it.
     """
 
     action: str | tuple = K.ACTION
     state_action_value: str | tuple = "state_action_value"
     priority: str | tuple = "td_error"
+    priority_weight: str | tuple = "_weight"
     reward: str | tuple = K.REWARD
     done: str | tuple = K.DONE
     terminated: str | tuple = K.TERMINATED
@@ -47,7 +50,8 @@ class DDPGLoss(OffPolicyLoss):
     - ``loss_actor = -mean(Q(s, mu(s)))`` (Q parameters detached);
     - ``loss_value = mean(d(Q(s, a_data), y))`` with
       ``y = r + gamma * (1 - terminated) * Q'(s', mu'(s'))`` (from the value estimator,
-      TD(0) by default).
+      TD(0) by default), each term weighted by the batch's importance weights
+      ``"_weight"`` when a prioritized buffer added them.
 
     Also returns the detached ``td_error``, ``pred_value`` and ``target_value`` means;
     writes the per-sample TD error ``|Q - y|`` into the batch at ``"td_error"``. Paper:

@@ -28,12 +28,15 @@ class _IQLKeys:
     ``action`` is read from the batch (the dataset's action) and is the key the Q-network
     reads; ``value`` is what the value network writes; ``reward``, ``done`` and
     ``terminated`` are read under ``"next"``; ``priority`` is written into the batch.
+    ``priority_weight`` (the importance weights a prioritized buffer adds) weights
+    the critic loss per sample when the batch has it.
     """
 
     action: str | tuple = K.ACTION
     value: str | tuple = K.STATE_VALUE
     state_action_value: str | tuple = "state_action_value"
     priority: str | tuple = "td_error"
+    priority_weight: str | tuple = "_weight"
     reward: str | tuple = K.REWARD
     done: str | tuple = K.DONE
     terminated: str | tuple = K.TERMINATED

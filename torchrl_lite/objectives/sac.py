@@ -38,12 +38,15 @@ class _SACKeys:
     ``action`` is read from the batch and is the key the actor and Q-network use for it;
     ``reward``, ``done`` and ``terminated`` are read under ``"next"``; ``priority`` (the
     per-sample TD error, for prioritized replay) is written into the batch.
+    ``priority_weight`` (the importance weights a prioritized buffer adds) weights
+    the critic loss per sample when the batch has it.
     """
 
     action: str | tuple = K.ACTION
     value: str | tuple = K.STATE_VALUE
     state_action_value: str | tuple = "state_action_value"
     priority: str | tuple = "td_error"
+    priority_weight: str | tuple = "_weight"
     reward: str | tuple = K.REWARD
     done: str | tuple = K.DONE
     terminated: str | tuple = K.TERMINATED
@@ -248,11 +251,14 @@ class _DiscreteSACKeys:
     ``action_value`` is what the Q-network writes (``[*B, n_actions]``); ``reward``,
     ``done`` and ``terminated`` are read under ``"next"``; ``priority`` is written into
     the batch.
+    ``priority_weight`` (the importance weights a prioritized buffer adds) weights
+    the critic loss per sample when the batch has it.
     """
 
     action: str | tuple = K.ACTION
     action_value: str | tuple = "action_value"
     priority: str | tuple = "td_error"
+    priority_weight: str | tuple = "_weight"
     reward: str | tuple = K.REWARD
     done: str | tuple = K.DONE
     terminated: str | tuple = K.TERMINATED

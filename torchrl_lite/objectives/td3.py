@@ -28,11 +28,14 @@ class _TD3Keys:
     ``action`` is read from the batch and is the key the actor writes and the Q-network
     reads; ``reward``, ``done`` and ``terminated`` are read under ``"next"``; ``priority``
     (the per-sample TD error, for prioritized replay) is written into the batch.
+    ``priority_weight`` (the importance weights a prioritized buffer adds) weights
+    the critic loss per sample when the batch has it.
     """
 
     action: str | tuple = K.ACTION
     state_action_value: str | tuple = "state_action_value"
     priority: str | tuple = "td_error"
+    priority_weight: str | tuple = "_weight"
     reward: str | tuple = K.REWARD
     done: str | tuple = K.DONE
     terminated: str | tuple = K.TERMINATED

@@ -96,6 +96,16 @@ class ReplayBuffer:
         transform=None,
         batch_size: int | None = None,
     ) -> None:
+        for name, part, example in (
+            ("storage", storage, "LazyTensorStorage(1000)"),
+            ("sampler", sampler, "RandomSampler()"),
+            ("writer", writer, "RoundRobinWriter()"),
+        ):
+            if isinstance(part, type):
+                raise TypeError(
+                    f"{type(self).__name__}: {name} must be an instance, got the class "
+                    f"{part.__name__}; build it, e.g. {name}={example}."
+                )
         self._storage = storage if storage is not None else ListStorage(1000)
         self._sampler = sampler if sampler is not None else RandomSampler()
         self._writer = writer if writer is not None else self._default_writer()
@@ -109,6 +119,8 @@ class ReplayBuffer:
         self._prefetch = int(prefetch) if prefetch else 0
         self._transform = transform
         self._batch_size = check_batch_size(batch_size) if batch_size is not None else None
+        if self._batch_size is not None and hasattr(self._sampler, "check_capacity"):
+            self._sampler.check_capacity(self._storage.max_size, self._batch_size)
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
         self._futures: deque = deque()
@@ -577,7 +589,12 @@ class TensorDictReplayBuffer(ReplayBuffer):
         if "index" not in data.keys():
             raise KeyError(missing_key_message("index", list(data.keys(True, True))))
         if data.get(self.priority_key, None) is None:
-            raise KeyError(missing_key_message(self.priority_key, list(data.keys(True, True))))
+            raise KeyError(
+                f"update_tensordict_priority reads the priorities from {self.priority_key!r}: "
+                "run the loss on this sample first (it writes the TD error there), or build "
+                "the buffer with priority_key=<your key>. "
+                + missing_key_message(self.priority_key, list(data.keys(True, True)))
+            )
         count = data.batch_size[0] if data.batch_dims else 1
         index = data.get("index").reshape(count, -1)[:, 0]  # one position per item
         self.update_priority(index, data.get(self.priority_key).reshape(count, -1))

@@ -180,16 +180,18 @@ class ListStorage(Storage):
         for position in positions:
             if not 0 <= position < self.max_size:
                 raise IndexError(f"position {position} is outside [0, {self.max_size}).")
-            if position > size:
-                raise IndexError(
-                    f"position {position} would leave a gap: the list holds {size} items."
-                )
-            size = max(size, position + 1)
+        # the positions past the end must fill it without a gap, in any order (a wrapped
+        # write of a full ring such as [1, 2, 0] on an empty list is fine)
+        new_size = max([size, *(p + 1 for p in positions)])
+        missing = sorted(set(range(size, new_size)) - set(positions))
+        if missing:
+            raise IndexError(
+                f"position {new_size - 1} would leave a gap at {missing[:5]}: the list holds "
+                f"{size} items; write positions {size}, {size + 1}, ... in turn."
+            )
+        self._items.extend([None] * (new_size - size))
         for position, item in zip(positions, items):
-            if position == len(self._items):
-                self._items.append(item)
-            else:
-                self._items[position] = item
+            self._items[position] = item
         self._write_end = (positions[-1] + 1) % self.max_size if positions else self._write_end
         self._version += 1
 

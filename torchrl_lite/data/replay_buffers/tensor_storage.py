@@ -552,6 +552,15 @@ class LazyMemmapStorage(TensorStorage):
 
     def __init__(self, max_size: int, scratch_dir=None, device="cpu", ndim: int = 1) -> None:
         super().__init__(None, max_size=max_size, device=device, ndim=ndim)
+        if (
+            scratch_dir is not None
+            and Path(scratch_dir).exists()
+            and not Path(scratch_dir).is_dir()
+        ):
+            raise ValueError(
+                f"LazyMemmapStorage: scratch_dir={str(scratch_dir)!r} is a file, not a folder; "
+                "pass a folder (it is created if missing) or None for the system temp folder."
+            )
         self.scratch_dir = scratch_dir
         self._folder: Path | None = None
 

@@ -179,7 +179,11 @@ class TensorDictMaxValueWriter(Writer):
             raise TypeError(f"{type(self).__name__} writes TensorDicts, got {type(data).__name__}.")
         value = data.get(self.rank_key, None)
         if value is None:
-            raise KeyError(missing_key_message(self.rank_key, list(data.keys(True, True))))
+            raise KeyError(
+                f"{type(self).__name__} ranks items by rank_key={self.rank_key!r}, which the "
+                "data lack: write that entry, or pass rank_key=<an entry of the data>. "
+                + missing_key_message(self.rank_key, list(data.keys(True, True)))
+            )
         count = data.batch_size[0]
         ranks = reduce_priority(value.detach(), count, self.reduction).to("cpu", torch.float64)
         if torch.isnan(ranks).any():

@@ -33,3 +33,19 @@ def _check_env_id(env_name) -> None:
         gym.spec(env_name)
     except gym.error.Error as err:
         raise ValueError(f"Unknown gymnasium env id {env_name!r}: {err}") from err
+
+
+def _make_checked(make, env_name: str, kwargs: dict, own_args) -> object:
+    """``make()`` (gymnasium's ``make``/``make_vec``); a keyword the env does not take
+    raises a ``TypeError`` naming it, the env, and the arguments GymEnv keeps for itself."""
+    try:
+        return make()
+    except TypeError as err:
+        if "unexpected keyword argument" not in str(err):
+            raise
+        raise TypeError(
+            f"GymEnv({env_name!r}): the env does not take the keyword arguments passed on "
+            f"to gymnasium.make ({sorted(kwargs)}): {err}. GymEnv's own arguments are "
+            f"num_envs, vectorization_mode, {', '.join(own_args)}; check the spelling "
+            "(e.g. render_mode='rgb_array')."
+        ) from err

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -37,7 +38,11 @@ _GL_HINT = (
 def _suite():
     require("dm_control", "dm_control")
     try:
-        from dm_control import suite
+        with warnings.catch_warnings():
+            # without a display dm_control probes GLFW first, which warns once per process
+            # that DISPLAY is missing, then uses another backend: noise a user cannot act on
+            warnings.filterwarnings("ignore", message=r".*DISPLAY environment variable")
+            from dm_control import suite
     except ImportError as err:  # dm_control picks its GL backend at import time
         backend = os.environ.get("MUJOCO_GL")
         reason = str(err).rstrip(".")

@@ -27,7 +27,7 @@ from torchrl_lite.data.tensor_specs import (
     Unbounded,
 )
 from torchrl_lite.envs.common import EnvBase
-from torchrl_lite.envs.libs._gym_checks import _check_env_id, _check_num_envs
+from torchrl_lite.envs.libs._gym_checks import _check_env_id, _check_num_envs, _make_checked
 from torchrl_lite.envs.libs._gym_state import gym_env_state, load_gym_env_state
 from torchrl_lite.envs.libs._headless import use_offscreen_sdl
 from torchrl_lite.envs.utils import classproperty
@@ -689,13 +689,20 @@ class GymEnv(GymWrapper):
         _check_env_id(env_name)
         self.env_name = env_name
         if num_envs:
-            env = gym.make_vec(
+            env = _make_checked(
+                lambda: gym.make_vec(
+                    env_name,
+                    num_envs=num_envs,
+                    vectorization_mode=vectorization_mode,
+                    vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.DISABLED},
+                    **kwargs,
+                ),
                 env_name,
-                num_envs=num_envs,
-                vectorization_mode=vectorization_mode,
-                vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.DISABLED},
-                **kwargs,
+                kwargs,
+                self._wrapper_args,
             )
         else:
-            env = gym.make(env_name, **kwargs)
+            env = _make_checked(
+                lambda: gym.make(env_name, **kwargs), env_name, kwargs, self._wrapper_args
+            )
         super().__init__(env, **wrapper_kwargs)

@@ -146,3 +146,20 @@ def require_keys(transform, keys, available, what: str = "in_keys") -> None:
                 f"{type(transform).__name__}: {what} entry {key!r} is not in the specs of the "
                 f"env it transforms. " + missing_key_message(key, available),
             )
+
+
+def check_affine(owner: str, loc: torch.Tensor, scale: torch.Tensor, standard_normal: bool):
+    """Given ``loc``/``scale`` must be finite and ``scale`` non-zero (positive when dividing):
+    a zero scale would silently turn every value into ``loc`` (or into ``loc / eps``)."""
+    for name, value in (("loc", loc), ("scale", scale)):
+        if value.is_floating_point() and not bool(value.isfinite().all()):
+            raise ValueError(f"{owner}: {name} must be finite, got {value.tolist()}.")
+    bad = scale <= 0 if standard_normal else scale == 0
+    if bool(bad.any()):
+        need = "> 0 (it divides)" if standard_normal else "non-zero"
+        raise ValueError(
+            f"{owner}: scale must be {need}, got {scale.tolist()}"
+            f"{' with standard_normal=True' if standard_normal else ''}; with standard_normal="
+            f"{standard_normal} the transform computes "
+            f"{'(x - loc) / scale' if standard_normal else 'x * scale + loc'}."
+        )

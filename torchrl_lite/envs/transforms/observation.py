@@ -7,6 +7,7 @@ import torch
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Unbounded
+from torchrl_lite.envs.transforms._utils import check_affine
 from torchrl_lite.envs.transforms.transforms import Transform, map_leaf_spec, require_keys
 
 __all__ = ["ObservationNorm", "DTypeCastTransform", "DoubleToFloat"]
@@ -70,6 +71,7 @@ class ObservationNorm(Transform):
         if loc is not None:
             self.loc = torch.as_tensor(loc, dtype=torch.get_default_dtype())
             self.scale = torch.as_tensor(scale, dtype=torch.get_default_dtype())
+            check_affine("ObservationNorm", self.loc, self.scale, standard_normal)
             self._update_affine()
 
     @property

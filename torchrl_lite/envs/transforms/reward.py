@@ -7,6 +7,7 @@ import torch
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Bounded, Unbounded
+from torchrl_lite.envs.transforms._utils import check_affine
 from torchrl_lite.envs.transforms.transforms import (
     Transform,
     _norm_keys,
@@ -49,6 +50,7 @@ class RewardScaling(Transform):
         dtype = torch.get_default_dtype()
         self.register_buffer("loc", torch.as_tensor(loc, dtype=dtype))
         self.register_buffer("scale", torch.as_tensor(scale, dtype=dtype))
+        check_affine("RewardScaling", self.loc, self.scale, standard_normal)
         self._on_apply(None)
 
     def _on_apply(self, fn):

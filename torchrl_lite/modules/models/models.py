@@ -53,6 +53,16 @@ def _make(cls, kwargs: dict | None, *args):
     return cls(*args, **(kwargs or {}))
 
 
+def _check_classes(owner: str, **classes) -> None:
+    """Layer arguments are classes (built once per layer), not module instances."""
+    for name, cls in classes.items():
+        if isinstance(cls, nn.Module):
+            raise TypeError(
+                f"{owner}: {name} must be a class, got the module instance {cls!r}; pass "
+                f"{name}={type(cls).__name__} (and its arguments in the matching *_kwargs)."
+            )
+
+
 def _check_widths(in_features, cells: list[int], out_features) -> None:
     """Every layer size is >= 1: a zero-width layer would build and silently output nothing."""
     outs = list(out_features) if isinstance(out_features, Sequence) else [out_features]
@@ -148,6 +158,9 @@ class MLP(nn.Sequential):
     ):
         if activation is not None:
             activation_class = activation
+        _check_classes(
+            "MLP", activation_class=activation_class, norm_class=norm_class, layer_class=layer_class
+        )
         if out_features is None and num_cells is None and depth is None:
             raise ValueError("MLP needs out_features, num_cells or depth.")
         cells = _num_cells_and_depth(num_cells, depth, _DEFAULT_NUM_CELLS)
@@ -265,6 +278,7 @@ class ConvNet(nn.Module):
         super().__init__()
         if activation is not None:
             activation_class = activation
+        _check_classes("ConvNet", activation_class=activation_class, norm_class=norm_class)
         cells = _num_cells_and_depth(num_cells, depth, _DEFAULT_NUM_CELLS)
         if not cells:
             raise ValueError("ConvNet needs at least one layer (depth >= 1).")

@@ -140,6 +140,12 @@ class _RecurrentModule(TensorDictModuleBase):
                 raise ValueError(
                     f"{type(self).__name__} stores time after the batch dims: batch_first must be True."
                 )
+            sizes = {"input_size": input_size, "hidden_size": hidden_size, "num_layers": num_layers}
+            for name, value in sizes.items():
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError(
+                        f"{type(self).__name__}: {name} must be an int >= 1, got {value!r}."
+                    )
             rnn = self._rnn_class(
                 input_size,
                 hidden_size,

@@ -56,6 +56,17 @@ def _as_list(keys) -> list:
     return [keys] if isinstance(keys, (str, tuple)) else list(keys)
 
 
+def _input_keys(in_keys, owner: str) -> list:
+    """``in_keys`` as a list (default ``["observation"]``), with at least one key."""
+    keys = [K.OBSERVATION] if in_keys is None else _as_list(in_keys)
+    if not keys:
+        raise ValueError(
+            f"{owner}: in_keys is empty, so the network would be called without inputs; "
+            "name the entries it reads, e.g. in_keys=['observation']."
+        )
+    return keys
+
+
 class Actor(SafeModule):
     """A deterministic policy: reads ``in_keys`` and writes the action.
 
@@ -74,7 +85,7 @@ class Actor(SafeModule):
     """
 
     def __init__(self, module, in_keys=None, out_keys=None, *, spec=None, safe: bool = False):
-        in_keys = [K.OBSERVATION] if in_keys is None else in_keys
+        in_keys = _input_keys(in_keys, "Actor")
         out_keys = [K.ACTION] if out_keys is None else out_keys
         super().__init__(module, in_keys=in_keys, out_keys=out_keys, spec=spec, safe=safe)
 
@@ -171,7 +182,7 @@ class ValueOperator(SafeModule):
     """
 
     def __init__(self, module, in_keys=None, out_keys=None):
-        in_keys = [K.OBSERVATION] if in_keys is None else _as_list(in_keys)
+        in_keys = _input_keys(in_keys, "ValueOperator")
         if out_keys is None:
             out_keys = ["state_action_value" if K.ACTION in in_keys else K.STATE_VALUE]
         super().__init__(module, in_keys=in_keys, out_keys=out_keys)

@@ -74,6 +74,17 @@ def _action_spec(spec, action_key, owner: str) -> TensorSpec:
     return spec
 
 
+def _check_scales(owner: str, positive=(), **values) -> None:
+    """Noise scales are finite and >= 0 (those named in ``positive``: > 0)."""
+    for name, value in values.items():
+        if value is None:
+            continue
+        low_ok = value > 0 if name in positive else value >= 0
+        if not (math.isfinite(value) and low_ok):
+            need = "> 0" if name in positive else ">= 0"
+            raise ValueError(f"{owner}: {name} must be a finite number {need}, got {value}.")
+
+
 class _Annealed(TensorDictModuleBase):
     """A scale (buffer ``self.<name>``) annealed linearly by ``step(frames)``."""
 
@@ -246,6 +257,7 @@ class AdditiveGaussianModule(_Annealed):
         safe: bool = True,
     ):
         super().__init__()
+        _check_scales("AdditiveGaussianModule", sigma_init=sigma_init, sigma_end=sigma_end, std=std)
         self.spec = _action_spec(spec, action_key, "AdditiveGaussianModule")
         self._init_annealing(sigma_init, sigma_end, annealing_num_steps)
         self.mean, self.std, self.safe = float(mean), float(std), safe
@@ -327,6 +339,16 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
         safe: bool = True,
     ):
         super().__init__()
+        _check_scales(
+            "OrnsteinUhlenbeckProcessModule",
+            positive=("dt",),
+            eps_init=eps_init,
+            eps_end=eps_end,
+            theta=theta,
+            sigma=sigma,
+            dt=dt,
+            sigma_min=sigma_min,
+        )
         self.spec = _action_spec(spec, action_key, "OrnsteinUhlenbeckProcessModule")
         self._init_annealing(eps_init, eps_end, annealing_num_steps)
         if n_steps_annealing <= 0:

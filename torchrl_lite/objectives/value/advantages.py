@@ -205,6 +205,11 @@ class ValueEstimatorBase(nn.Module):
                     f"{list(tensor.shape)} but the batch is {list(td.batch_size)}; expected "
                     f"{[*td.batch_size, 1]} (time is the last batch dim)."
                 )
+        # done flags stored as 0/1 numbers (not bool) read as bool, in every estimator
+        if done.dtype != torch.bool:
+            done = done != 0
+        if terminated is not None and terminated.dtype != torch.bool:
+            terminated = terminated != 0
         if self._multi_step and first_call(self, "trajectory"):  # once: shuffled is no trajectory
             warn_if_not_trajectory(type(self).__name__, td, done)
         with torch.set_grad_enabled(self.differentiable and torch.is_grad_enabled()):
