@@ -5,7 +5,7 @@ batch size ``[n, *env.batch_size]`` whose specs are the single env's specs expan
 
 * ``SerialEnv`` steps its copies one after the other and stacks their results leaf by leaf
   (copies that are plain GymWrappers are stepped at the numpy level instead, see
-  ``libs.gym._GymGroup``: one array per key for the whole batch).
+  ``libs._gym_steppers.GymGroup``: one array per key for the whole batch).
 * ``ParallelEnv`` splits the copies into groups, one worker process per group; each worker
   runs a plain ``SerialEnv`` over its group (see ``_batched_worker``). Actions and results
   travel through shared-memory buffers allocated once, after the workers report their

@@ -5,7 +5,7 @@ limit, ``np_random``); a sync vector env pickles copy by copy (its env factories
 closures); anything else (an open renderer, an async vector env whose copies live in other
 processes) keeps only its ``np_random`` state, with a warning: a resumed run continues,
 but not bit-exact. Loading gives the env the saved state in place (same object), so bound
-methods held elsewhere (``_GymGroup`` keeps ``env.step``) stay valid.
+methods held elsewhere (``GymGroup`` keeps ``env.step``) stay valid.
 """
 
 from __future__ import annotations
