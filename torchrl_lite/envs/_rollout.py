@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
 from torchrl_lite import _td
 
@@ -38,6 +38,9 @@ class _RolloutRecorder:
 
     def record(self, td: TensorDictBase) -> None:
         if self.keys is None:
+            if type(td) is LazyStackedTensorDict:  # copies of different specs (at step 0)
+                self.__class__ = _CopiesRecorder
+                return self.record(td)
             self.keys = list(td.keys(True, True))
             self.getters = [_leaf_getter(key) for key in self.keys]
             for key in self.keys:
@@ -110,6 +113,22 @@ class _RolloutRecorder:
                 leaf = leaf.movedim(0, ndim).contiguous()  # [*batch, T, ...]
             out.set(key, leaf)
         return out
+
+
+class _CopiesRecorder(_RolloutRecorder):
+    """The rollout of a batched env whose copies differ (its steps are lazy stacks along
+    dim 0): one recorder per copy; the result is their lazy stack."""
+
+    def record(self, td: TensorDictBase) -> None:
+        copies = self.__dict__.get("copies")
+        if copies is None:
+            copies = self.copies = [_RolloutRecorder(self.max_steps) for _ in td.tensordicts]
+        for recorder, row in zip(copies, td.tensordicts):
+            recorder.record(row)
+
+    def result(self, batch_size: torch.Size, device) -> TensorDictBase:
+        rows = [r.result(batch_size[1:], device) for r in self.copies]
+        return LazyStackedTensorDict(*rows, stack_dim=0)
 
 
 def _carries_grad(leaves: list) -> bool:
