@@ -32,10 +32,13 @@ from torchrl_lite.collectors._policy import (
     policy_weights,
     recurrent_specs,
 )
+from torchrl_lite.collectors._copies_recorder import _CopiesRecorder
 from torchrl_lite.collectors._recorder import _Recorder
 from torchrl_lite.envs._step_checks import check_step_output
+from torchrl_lite.envs._batched_lazy import is_lazy_env
 from torchrl_lite.envs.utils import (
     ExplorationType,
+    action_entries,
     check_action_value,
     check_batch_bounds,
     set_exploration_type,
@@ -156,7 +159,8 @@ class SyncDataCollector(DataCollectorBase):
         self._traj_ids = None
         self._traj_count, self._traj_stride, self._traj_offset = 0, 1, 0
         self._step_count = None
-        self._recorder = _Recorder(self._steps, len(env.batch_size))
+        recorder = _CopiesRecorder if is_lazy_env(env) else _Recorder  # copies that differ
+        self._recorder = recorder(self._steps, len(env.batch_size))
         self._checked = self.policy is None
         self._random_defaults = None
 
@@ -363,8 +367,7 @@ class SyncDataCollector(DataCollectorBase):
         written = [k for k in td.keys(True, True) if k not in before]
         out_keys = getattr(self.policy, "out_keys", None)
         declared = f" (policy.out_keys={out_keys})" if out_keys is not None else ""
-        for key, spec in self.env.full_action_spec.items(True, True):
-            value = td.get(key, None)
+        for key, spec, value in action_entries(self.env, td):
             if value is None:
                 raise KeyError(
                     f"{owner}: the policy did not write {key!r}, which the env's action spec "

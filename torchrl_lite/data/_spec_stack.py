@@ -6,16 +6,16 @@ only some copies have) describes its data with these, as TorchRL does:
 * ``stack_specs(specs)`` (also ``torch.stack(specs, 0)``): equal specs give the usual
   spec expanded to ``[n, ...]``; leaf specs of one class, dtype and shape whose
   per-element parameters differ (e.g. bounds) give that class with stacked parameters;
-  anything else gives a :class:`Stacked` (leaves: its shape has ``-1`` where the copies'
-  shapes differ) or a :class:`StackedComposite` (Composites).
+  anything else gives a :class:`Stacked` (leaves, possibly of different classes: its
+  shape has ``-1`` where the copies' shapes differ) or a :class:`StackedComposite`.
 * ``spec[i]`` is copy ``i``'s own spec; the entries of a ``StackedComposite`` are the
   keys *every* copy has (stacked in turn), as for a ``LazyStackedTensorDict``;
   ``rand()``/``zero()`` give a ``LazyStackedTensorDict``; ``is_in`` and ``assert_is_in``
   check copy ``i``'s data (row ``i`` along dim 0) against copy ``i``'s spec.
 
 Only dim 0 is supported (the copies' dim of a batched env). Leaf specs of different
-classes or dtypes cannot be stacked (``TypeError`` naming them), nor specs of different
-ndims or batch shapes (``ValueError``).
+dtypes or devices cannot be stacked (``TypeError`` naming them: e.g. a discrete action
+and a continuous one), nor specs of different ndims or batch shapes (``ValueError``).
 """
 
 from __future__ import annotations
@@ -74,11 +74,10 @@ def stack_specs(specs, dim: int = 0, *, _where: str = "") -> TensorSpec | Compos
                 f"({[list(s) for s in shapes]})."
             )
         return StackedComposite(specs, _where=_where)
-    kinds = {(type(s).__name__, s.dtype, s.device) for s in specs}
-    if len(kinds) > 1:
+    if len({(s.dtype, s.device) for s in specs}) > 1:
         listed = [f"{type(s).__name__}({s.dtype}, {s.device})" for s in specs]
         raise TypeError(
-            f"stack_specs: leaf specs of different classes, dtypes or devices cannot be "
+            f"stack_specs: leaf specs of different dtypes or devices cannot be "
             f"stacked{where}: copies have {listed}. Give every copy the same kind of spec "
             "there (e.g. the same action space type), or run them separately."
         )
@@ -90,7 +89,7 @@ def _with_stacked_params(specs: list) -> TensorSpec | None:
     """One spec of the copies' class whose per-element parameters (bounds, nvec) are
     stacked, when their shapes and other parameters are equal; else None."""
     first = specs[0]
-    if any(s.shape != first.shape for s in specs):
+    if any(s.shape != first.shape or type(s) is not type(first) for s in specs):
         return None
     params = {}
     for name, value in first._params().items():
@@ -131,7 +130,7 @@ def copies_of(data, n: int) -> list:
 
 
 class Stacked(TensorSpec):
-    """Leaf specs of ``n`` copies of one class and dtype whose shapes differ.
+    """Leaf specs of ``n`` copies of one dtype whose shapes or classes differ.
 
     ``shape`` is ``[n, *dims]`` with ``-1`` where the copies differ; ``spec[i]`` is copy
     ``i``'s spec. ``rand``/``zero`` stack the copies' draws when their shapes agree (else

@@ -110,3 +110,17 @@ def _check_bounds(env, specs, batch, time_dim: int, strict: bool, warned) -> Non
                     "TanhNormal) or leave spec_check at its default to warn instead."
                 )
             warn_overshoot(env, key, spec, value)
+
+
+def action_entries(env, td) -> list:
+    """``(key, spec, value)`` for each action leaf of ``env`` in ``td`` (value None when
+    absent); copy by copy, each with its own spec, for copies of different specs."""
+    spec = env.full_action_spec
+    if not isinstance(spec, StackedComposite):
+        return [(key, s, td.get(key, None)) for key, s in spec.items(True, True)]
+    rows = copies_of(td, len(spec.specs))
+    return [
+        (key, s, row.get(key, None))
+        for copy, row in zip(spec.specs, rows)
+        for key, s in copy.items(True, True)
+    ]

@@ -11,6 +11,7 @@ from torchrl_lite.data._spec_stack import StackedComposite, copies_of
 from torchrl_lite.data.tensor_specs import Composite
 from torchrl_lite.envs._action_bounds import (  # noqa: F401  (used by the collectors)
     ActionBoundsWarning,
+    action_entries,
     check_action_value,
     check_batch_bounds,
 )
