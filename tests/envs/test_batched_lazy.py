@@ -196,7 +196,9 @@ def test_lazy_batched_action_of_a_wrong_shape_names_the_copy():
         td = env.reset()
         td[0].set("action", torch.zeros(1))
         td[1].set("action", torch.zeros(3))
-        with pytest.raises(ValueError, match=r"Action 'action' of copy 1 has shape \[3\], expected \[2\]"):
+        with pytest.raises(
+            ValueError, match=r"Action 'action' of copy 1 has shape \[3\], expected \[2\]"
+        ):
             env.step(td)
         with pytest.raises(TypeError, match="actions go in a LazyStackedTensorDict"):
             env.rand_action(TensorDict({}, [2]))

@@ -25,6 +25,7 @@ from torchrl_lite import _td
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.collectors._args import check_int, check_policy, make_env, param_device
 from torchrl_lite.collectors._base import DataCollectorBase
+from torchrl_lite.collectors._copies_recorder import _CopiesRecorder
 from torchrl_lite.collectors._policy import (
     copy_weights,
     has_lazy_params,
@@ -32,10 +33,9 @@ from torchrl_lite.collectors._policy import (
     policy_weights,
     recurrent_specs,
 )
-from torchrl_lite.collectors._copies_recorder import _CopiesRecorder
 from torchrl_lite.collectors._recorder import _Recorder
-from torchrl_lite.envs._step_checks import check_step_output
 from torchrl_lite.envs._batched_lazy import is_lazy_env
+from torchrl_lite.envs._step_checks import check_step_output
 from torchrl_lite.envs.utils import (
     ExplorationType,
     action_entries,

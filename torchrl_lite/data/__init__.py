@@ -1,5 +1,6 @@
 """Specs, replay buffers and offline datasets."""
 
+from torchrl_lite.data._spec_stack import Stacked, StackedComposite
 from torchrl_lite.data.datasets import D4RLExperienceReplay, MinariExperienceReplay
 from torchrl_lite.data.replay_buffers import (
     LazyMemmapStorage,
@@ -43,7 +44,6 @@ from torchrl_lite.data.tensor_specs import (
     UnboundedContinuousTensorSpec,
     UnboundedDiscreteTensorSpec,
 )
-from torchrl_lite.data._spec_stack import Stacked, StackedComposite  # noqa: E402
 
 __all__ = [
     "Binary",

@@ -23,8 +23,7 @@ from __future__ import annotations
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from torchrl_lite.data.composite_spec import Composite
-from torchrl_lite.data.tensor_specs import TensorSpec, _describe, _size
+from torchrl_lite.data.tensor_specs import Composite, TensorSpec, _describe, _size
 
 __all__ = ["stack_specs", "Stacked", "StackedComposite", "copies_of"]
 
