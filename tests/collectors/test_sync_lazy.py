@@ -85,3 +85,16 @@ def test_plain_list_storage_cannot_stack_different_steps():
     buffer.extend(batch.reshape(-1))
     with pytest.raises(RuntimeError, match="maybe_dense_stack|exclusive|stack"):
         buffer[:]
+
+
+def test_collector_split_trajs_of_copies_that_differ():
+    env = SerialEnv(2, [MAKE_A, MAKE_B])  # limits 3 and 4
+    collector = SyncDataCollector(env, None, frames_per_batch=14, split_trajs=True)
+    batch = collector.next()
+    collector.shutdown()
+    # copy 0: 3 + 3 + 1 steps, copy 1: 4 + 3 steps, each padded to 4
+    assert isinstance(batch, LazyStackedTensorDict) and batch.batch_size == (5, 4)
+    masks = [row["collector", "mask"].sum().item() for row in batch.tensordicts]
+    assert masks == [3, 3, 1, 4, 3]
+    assert [row["observation"].shape[-1] for row in batch.tensordicts] == [3, 3, 3, 4, 4]
+    assert "task_id" in batch[3].keys() and "task_id" not in batch[0].keys()

@@ -50,8 +50,11 @@ def test_stack_of_shapes_that_differ_is_a_stacked_spec():
     assert not spec.is_in([torch.zeros(3), torch.zeros(5)])
     with pytest.raises(ValueError, match=r"copy 1: shape \[5\] is not compatible with \[4\]"):
         spec.assert_is_in([torch.zeros(3), torch.zeros(5)])
-    with pytest.raises(ValueError, match="the copies' shapes differ, so rand"):
-        spec.rand()
+    nested = spec.rand()  # as TorchRL: a nested tensor, one row per copy
+    assert nested.is_nested and [r.shape[0] for r in nested.unbind(0)] == [3, 4]
+    assert spec.is_in(nested)
+    with pytest.raises(ValueError, match=r"the copies' shapes differ, so rand\(shape\)"):
+        spec.rand((5,))
     same_shape = torch.stack([Categorical(3), Categorical(4)], 0)  # n differs: Stacked
     assert isinstance(same_shape, Stacked) and same_shape.rand().shape == (2,)
     assert same_shape.is_in(torch.tensor([2, 3])) and not same_shape.is_in(torch.tensor([3, 3]))

@@ -240,3 +240,22 @@ def test_lazy_batched_discrete_tasks_with_different_action_counts():
         out = env.rollout(5, break_when_any_done=False)
     assert out[0]["action"].shape == (5, 2) and out[1]["action"].shape == (5, 3)
     assert out[1]["next", "observation"].shape == (5, 2)
+
+
+@pytest.mark.parametrize("cls", BATCHED)
+def test_transformed_lazy_batched_env_equals_each_transformed_copy(cls, no_leftover_workers):
+    from torchrl_lite.envs import Compose, RewardSum, StepCounter, TransformedEnv
+
+    def transforms():
+        return Compose(StepCounter(), RewardSum())
+
+    env = TransformedEnv(cls(2, [MAKE_A, MAKE_B]), transforms())
+    env.set_seed(2)
+    check_env_specs(env)
+    env.set_seed(2)
+    out = env.rollout(8, policy_for([1, 2]), break_when_any_done=False)
+    env.close()
+    for i, (make, dim) in enumerate([(MAKE_A, 1), (MAKE_B, 2)]):
+        alone = TransformedEnv(make(), transforms())
+        alone.set_seed(2 + i)
+        assert_same(out[i], alone.rollout(8, policy_for([dim]), break_when_any_done=False))

@@ -20,6 +20,8 @@ and a continuous one), nor specs of different ndims or batch shapes (``ValueErro
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
@@ -132,9 +134,10 @@ class Stacked(TensorSpec):
     """Leaf specs of ``n`` copies of one dtype whose shapes or classes differ.
 
     ``shape`` is ``[n, *dims]`` with ``-1`` where the copies differ; ``spec[i]`` is copy
-    ``i``'s spec. ``rand``/``zero`` stack the copies' draws when their shapes agree (else
-    they raise: draw from the Composite, which gives a ``LazyStackedTensorDict``).
-    ``is_in`` takes a tensor ``[n, ...]`` or a list of ``n`` per-copy values.
+    ``i``'s spec. ``rand``/``zero`` stack the copies' draws when their shapes agree, else
+    give a nested tensor (as TorchRL; setting it into a ``LazyStackedTensorDict`` gives
+    each copy its row). ``is_in`` takes a tensor ``[n, ...]``, a nested tensor or a list
+    of ``n`` per-copy values.
 
     Example:
         >>> from torchrl_lite.data import Unbounded
@@ -162,12 +165,17 @@ class Stacked(TensorSpec):
 
     def _draw(self, what: str, shape) -> torch.Tensor:
         values = [getattr(s, what)(shape) for s in self.specs]
-        if any(v.shape != values[0].shape for v in values):
+        if all(v.shape == values[0].shape for v in values):
+            return torch.stack(values, len(_size(shape)))
+        if shape is not None and len(_size(shape)):
             raise ValueError(
-                f"{self}: the copies' shapes differ, so {what}() cannot give one tensor; "
+                f"{self}: the copies' shapes differ, so {what}(shape) cannot give one tensor; "
                 f"use {what}() of the Composite (a LazyStackedTensorDict) or spec[i].{what}()."
             )
-        return torch.stack(values, len(_size(shape)))
+        # as TorchRL: a nested tensor, whose rows a LazyStackedTensorDict takes per copy
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "nested tensors are a prototype"
+            return torch.nested.nested_tensor(values)
 
     def rand(self, shape=None) -> torch.Tensor:
         return self._draw("rand", shape)
