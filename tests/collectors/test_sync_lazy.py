@@ -98,3 +98,24 @@ def test_collector_split_trajs_of_copies_that_differ():
     assert masks == [3, 3, 1, 4, 3]
     assert [row["observation"].shape[-1] for row in batch.tensordicts] == [3, 3, 3, 4, 4]
     assert "task_id" in batch[3].keys() and "task_id" not in batch[0].keys()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_multiprocess_collectors_over_copies_that_differ(mode):
+    from torchrl_lite.collectors import MultiaSyncDataCollector, MultiSyncDataCollector
+
+    make = functools.partial(SerialEnv, 2, [MAKE_A, MAKE_B])
+    cls = MultiSyncDataCollector if mode == "sync" else MultiaSyncDataCollector
+    multi = cls([make], policy_for([1, 2]), frames_per_batch=12, total_frames=36)
+    multi.set_seed(5)
+    batches = list(multi)
+    multi.shutdown()
+    single = SyncDataCollector(make(), policy_for([1, 2]), frames_per_batch=12, total_frames=36)
+    single.set_seed(5)
+    expected = list(single)
+    single.shutdown()
+    for batch, ref in zip(batches, expected, strict=True):
+        batch = batch.reshape(2, 6) if batch.batch_dims == 3 else batch  # [workers=1, ...]
+        for i in range(2):
+            got = batch[i].exclude(("collector", "worker_id"))
+            assert_same(got.exclude(TRAJ_IDS), ref[i].exclude(TRAJ_IDS))
