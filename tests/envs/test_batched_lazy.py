@@ -259,3 +259,16 @@ def test_transformed_lazy_batched_env_equals_each_transformed_copy(cls, no_lefto
         alone = TransformedEnv(make(), transforms())
         alone.set_seed(2 + i)
         assert_same(out[i], alone.rollout(8, policy_for([dim]), break_when_any_done=False))
+
+
+def test_lazy_parallel_env_with_groups_of_copies_per_worker(no_leftover_workers):
+    makers = [MAKE_A, MAKE_B, MAKE_A, MAKE_B, MAKE_B]  # worker 1's copies 3, 4 are equal
+    policy = policy_for([1, 2, 1, 2, 2])
+    with SerialEnv(5, makers) as ref:
+        ref.set_seed(3)
+        expected = ref.rollout(7, policy, break_when_any_done=False)
+    with ParallelEnv(5, makers, num_processes=2) as env:
+        env.set_seed(3)
+        out = env.rollout(7, policy, break_when_any_done=False)
+    for i in range(5):
+        assert_same(out[i], expected[i])

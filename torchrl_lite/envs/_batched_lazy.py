@@ -213,8 +213,10 @@ class _LazySerial(_LazyBatched):
         for info, keys in zip(self._infos, self._copy_keys):
             state = info.specs["full_state_spec"]
             self._state_zeros.append({k: state[k].zero() for k in keys.state})
-            zeros = [_spec_of(info.specs, k).zero() for k in keys.reset]
-            self._last_reset.append(U.td_from_leaves(keys.reset, zeros, self._env_batch, None))
+            zeros = [_spec_of(info.specs, k).zero().to(self.device) for k in keys.reset]
+            self._last_reset.append(
+                U.td_from_leaves(keys.reset, zeros, self._env_batch, self.device)
+            )
 
     def _collected(self, i: int, result: TensorDictBase, keys: list) -> TensorDictBase:
         """Copy ``i``'s ``keys`` from its ``result`` (a declared state entry it leaves out
