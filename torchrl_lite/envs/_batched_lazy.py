@@ -37,7 +37,7 @@ from torchrl_lite.envs import _batched_utils as U
 from torchrl_lite.envs import _batched_worker as W
 from torchrl_lite.envs._action_bounds import check_action_value
 from torchrl_lite.envs.batched_envs import ParallelEnv, SerialEnv
-from torchrl_lite.envs.common import _CHECK_ONCE, _merge_partial, _update_in_place
+from torchrl_lite.envs.common import _CHECK_ONCE
 
 __all__ = ["lazy_class", "is_lazy_env"]
 
@@ -69,7 +69,7 @@ def _common(lists: list) -> list:
 
 
 class _LazyBatched:
-    """What the lazy ``SerialEnv`` and ``ParallelEnv`` share: specs, reset, actions."""
+    """What the lazy ``SerialEnv`` and ``ParallelEnv`` share: specs and actions per copy."""
 
     def _set_specs(self, infos: list) -> None:
         first = infos[0]
@@ -120,36 +120,7 @@ class _LazyBatched:
             cache = self._copy_action_items = (spec, items)
         return cache[1]
 
-    # -- EnvBase's public methods, copy by copy ----------------------------------------
-    def reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
-        """``EnvBase.reset`` copy by copy: returns a ``LazyStackedTensorDict``. A given
-        lazy stack (what ``reset``/``step`` return) is updated in place; with ``"_reset"``
-        only the chosen copies are reset, the others keep their entries."""
-        self._check_open("reset")
-        if kwargs:
-            tensordict = (self._empty() if tensordict is None else tensordict).update(kwargs)
-        mask = tensordict.get(K.RESET, None) if tensordict is not None else None
-        out = self._inner_reset(tensordict)
-        if tensordict is None:
-            return out
-        n = self.num_workers
-        hits = full = [True] * n
-        if mask is not None:
-            per_copy = mask.reshape(n, -1)
-            hits, full = per_copy.any(-1).tolist(), per_copy.all(-1).tolist()
-        rows = []
-        for i, (old, new) in enumerate(zip(copies_of(tensordict, n), out.tensordicts)):
-            if not hits[i]:  # not reset: keeps its entries
-                old.pop(K.RESET, None)
-            elif not full[i]:  # some of a batched copy's envs: merged as EnvBase does
-                old = _update_in_place(old, _merge_partial(old, new, mask[i]))
-            else:
-                old = _update_in_place(old, new)
-            rows.append(old)
-        if isinstance(tensordict, LazyStackedTensorDict) and tensordict.stack_dim == 0:
-            return tensordict
-        return LazyStackedTensorDict(*rows, stack_dim=0)
-
+    # -- EnvBase's methods, copy by copy (EnvBase.reset merges lazy stacks copy by copy) ---
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """A random action per copy, from its own action spec, written into its row."""
         if tensordict is None:
