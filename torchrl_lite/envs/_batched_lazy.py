@@ -52,12 +52,14 @@ def _layout(specs: dict) -> SimpleNamespace:
     """A copy's keys, as ``_BatchedEnv._set_specs`` lays them out for equal copies."""
     obs, state = specs["full_observation_spec"], specs["full_state_spec"]
     done = specs["full_done_spec"]
-    return SimpleNamespace(
+    out = SimpleNamespace(
         input=U.leaf_keys(state, specs["full_action_spec"]),
         step=U.leaf_keys(obs, specs["full_reward_spec"], done),
         reset=U.leaf_keys(obs, done, state),
         state=set(state.keys(True, True)),
     )
+    out.flat = all(isinstance(k, str) for k in out.input + out.step + out.reset)
+    return out
 
 
 def _spec_of(specs: dict, key):
@@ -192,7 +194,8 @@ class _LazySerial(_LazyBatched):
     def _collected(self, i: int, result: TensorDictBase, keys: list) -> TensorDictBase:
         """Copy ``i``'s ``keys`` from its ``result`` (a declared state entry it leaves out
         gets its spec's zero; any other missing key raises KeyError), on ``self.device``."""
-        values = [result.get(key, None) for key in keys]
+        flat = self._copy_keys[i].flat
+        values = U.leaves(result, keys, flat)
         for j, value in enumerate(values):
             if value is None:
                 if keys[j] not in self._copy_keys[i].state:
@@ -203,16 +206,19 @@ class _LazySerial(_LazyBatched):
                 values[j] = self._state_zeros[i][keys[j]]
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
-        return U.td_from_leaves(keys, values, self._env_batch, self.device)
+        return U.td_from_leaves(keys, values, self._env_batch, self.device, flat)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._check_usable()
         outs = []
         rows = copies_of(tensordict, self.num_workers)
         for i, (env, row, keys) in enumerate(zip(self._envs, rows, self._copy_keys)):
-            sub = row.select(*keys.input, strict=False)
-            if sub.device != env.device:
-                sub = sub.to(env.device)
+            values = U.leaves(row, keys.input, keys.flat)  # what step reads, as for equal copies
+            if any(v is None for v in values):  # the env raises what is missing
+                sub = row.select(*keys.input, strict=False).to(env.device)
+            else:
+                values = [v.to(env.device) for v in values]
+                sub = U.td_from_leaves(keys.input, values, env.batch_size, env.device, keys.flat)
             outs.append(self._collected(i, env._step(sub), keys.step))
         return LazyStackedTensorDict(*outs, stack_dim=0)
 
