@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from tensordict import TensorDict
+from tensordict import LazyStackedTensorDict, TensorDict
 from tensordict.nn import TensorDictModule
 from torch import nn
 
@@ -169,10 +169,20 @@ def test_env_creator_shares_vecnorm_statistics_across_workers():
         make.load_state_dict({"transforms.9": stats})
 
 
-def test_heterogeneous_batched_env_is_a_clear_error():
-    # lazy stacking of envs with different specs (multi-task) is out of scope: it must
-    # say so, not fail later
-    with pytest.raises(ValueError, match="different specs.*observation"):
+def test_heterogeneous_batched_env_gives_lazy_stacks():
+    # multi-task, as TorchRL's docs show it: a list of factories of different envs
+    makers = [lambda: GymEnv("Pendulum-v1"), lambda: GymEnv("MountainCarContinuous-v0")]
+    env = ParallelEnv(2, makers)
+    check_env_specs(env)
+    td = env.rollout(4, break_when_any_done=False)
+    assert isinstance(td, LazyStackedTensorDict) and td.batch_size == (2, 4)
+    assert td[0]["observation"].shape == (4, 3) and td[1]["observation"].shape == (4, 2)
+    specs = [make().observation_spec for make in makers]
+    assert env.observation_spec == torch.stack(specs, 0)
+    assert env.observation_spec[1] == specs[1]
+    env.close()
+    # a discrete action and a continuous one cannot be stacked: it says so, at once
+    with pytest.raises(TypeError, match="full_action_spec cannot be stacked.*'action'"):
         SerialEnv(2, [lambda: GymEnv("Pendulum-v1"), lambda: GymEnv("CartPole-v1")])
 
 

@@ -345,12 +345,12 @@ def test_batched_env_create_env_fn_not_callable(cls):
 
 
 @pytest.mark.parametrize("cls", BATCHED)
-def test_batched_env_copies_with_different_specs(cls, no_leftover_workers):
-    fns = [CountingEnv, lambda: CountingEnv(extra=True)]
-    with pytest.raises(ValueError, match="full_observation_spec differs at key 'extra'"):
-        cls(2, fns)
-    with pytest.raises(ValueError, match="differs at key 'observation'"):
-        cls(2, [make_cartpole, lambda: GymEnv("Pendulum-v1")])
+def test_batched_env_copies_with_different_specs_are_stacked_lazily(cls, no_leftover_workers):
+    # the data and errors of such envs are tested in test_batched_lazy.py
+    with cls(2, [CountingEnv, lambda: CountingEnv(extra=True)]) as env:
+        td = env.rollout(3)
+    assert type(td).__name__ == "LazyStackedTensorDict"
+    assert "extra" in td[1].keys() and "extra" not in td[0].keys()
 
 
 @pytest.mark.parametrize("cls", BATCHED)

@@ -13,7 +13,7 @@ import signal
 
 import numpy as np
 import torch
-from tensordict import TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDictBase
 
 from torchrl_lite._mp import CloudPickled, error_info, parent_alive
 from torchrl_lite.collectors._policy import policy_weights
@@ -52,7 +52,7 @@ class _Worker:
 
     def publish(self, batch: TensorDictBase) -> None:
         """Copy ``batch`` into the shared buffer (a new one if its layout changed)."""
-        signature = tuple((k, v.shape, v.dtype) for k, v in batch.items(True, True))
+        signature = _signature(batch)
         new = None
         if signature != self.signature:
             buf = batch.to("cpu") if batch.device != torch.device("cpu") else batch.clone()
@@ -149,6 +149,14 @@ def _worker_main(conn, index, setup: dict, parent_pid: int, inherited: list) -> 
                 collector.shutdown()
             except Exception:
                 pass
+
+
+def _signature(batch: TensorDictBase) -> tuple:
+    """The keys, shapes and dtypes of ``batch`` (per copy for a lazy stack: copies whose
+    specs differ)."""
+    if isinstance(batch, LazyStackedTensorDict):
+        return tuple(_signature(row) for row in batch.tensordicts)
+    return tuple((k, v.shape, v.dtype) for k, v in batch.items(True, True))
 
 
 def _seed_rngs(seed: int) -> None:

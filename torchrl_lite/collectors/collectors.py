@@ -44,6 +44,7 @@ from torchrl_lite.envs._rollout import StepRecorder
 from torchrl_lite.envs._step_checks import check_step_output
 from torchrl_lite.envs.utils import (
     ExplorationType,
+    action_entries,
     check_action_value,
     check_batch_bounds,
     next_root_entries,
@@ -389,8 +390,7 @@ class SyncDataCollector(DataCollectorBase):
         written = [k for k in td.keys(True, True) if k not in before]
         out_keys = getattr(self.policy, "out_keys", None)
         declared = f" (policy.out_keys={out_keys})" if out_keys is not None else ""
-        for key, spec in self.env.full_action_spec.items(True, True):
-            value = td.get(key, None)
+        for key, spec, value in action_entries(self.env, td):
             if value is None:
                 raise KeyError(
                     f"{owner}: the policy did not write {key!r}, which the env's action spec "

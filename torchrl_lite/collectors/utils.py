@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
@@ -57,7 +57,9 @@ def split_trajectories(
     same trajectory id (``("collector", "traj_ids")``, as collectors write it); without
     ids, a trajectory ends at each ``("next", "done")``. Trajectories come in row order,
     then time order; each is padded with zeros (False) up to the longest, and the mask
-    ``("collector", "mask")`` (``[n_traj, max_len]``, bool) is True on real steps.
+    ``("collector", "mask")`` (``[n_traj, max_len]``, bool) is True on real steps. The
+    lazy stack of a batched env whose copies' specs differ gives a lazy stack of
+    trajectories, each with its copy's entries.
 
     Args:
         rollout_tensordict: the steps, time as the last batch dim (``[T]`` or ``[*B, T]``).
@@ -85,6 +87,24 @@ def split_trajectories(
             f"split_trajectories expects a TensorDict, got {type(rollout_tensordict).__name__}"
         )
     td = rollout_tensordict
+    args = (prefix, trajectory_key, done_key, as_nested)
+    if isinstance(td, LazyStackedTensorDict) and td.stack_dim == 0 and td.batch_dims > 1:
+        return _split_copies(td, args)  # a batched env of copies whose specs differ
+    return _split(td, *args)
+
+
+def _split_copies(td: LazyStackedTensorDict, args: tuple) -> TensorDictBase:
+    """``[n, *B, T]`` steps of copies of different entries: each copy's trajectories,
+    padded to the longest of all, lazily stacked (``out[j]`` holds its copy's entries)."""
+    parts = [_split(row, *args) for row in td.tensordicts]
+    if args[-1] is False:  # padded: every trajectory to the same length
+        longest = max(part.batch_size[1] for part in parts)
+        parts = [_split(row, *args, pad_to=longest) for row in td.tensordicts]
+    trajectories = [traj for part in parts for traj in part.unbind(0)]
+    return LazyStackedTensorDict(*trajectories, stack_dim=0)
+
+
+def _split(td, prefix, trajectory_key, done_key, as_nested, pad_to: int = 0) -> TensorDictBase:
     if td.batch_dims == 0:
         raise ValueError(
             "split_trajectories needs a TensorDict with a time dimension ([T] or [*B, T]), "
@@ -103,7 +123,7 @@ def split_trajectories(
     lengths = torch.diff(start_index, append=start_index.new_tensor([n_steps]))
     if as_nested is not False:
         return _nested(td, n_steps, lengths, as_nested)
-    max_len = int(lengths.max()) if n_traj else 0
+    max_len = max(int(lengths.max()) if n_traj else 0, pad_to)
     out = TensorDict(batch_size=[n_traj, max_len], device=td.device)
     for key, value in td.items(True, True):
         flat = value.reshape(n_steps, *value.shape[td.batch_dims :])  # [N, *feature]

@@ -1,8 +1,10 @@
 """Specs, replay buffers and offline datasets."""
 
+from torchrl_lite.data._spec_stack import Stacked, StackedComposite
 from torchrl_lite.data.datasets import D4RLExperienceReplay, MinariExperienceReplay
 from torchrl_lite.data.replay_buffers import (
     LazyMemmapStorage,
+    LazyStackStorage,
     LazyTensorStorage,
     ListStorage,
     PrioritizedReplayBuffer,
@@ -62,12 +64,17 @@ __all__ = [
     "Unbounded",
     "UnboundedContinuousTensorSpec",
     "UnboundedDiscreteTensorSpec",
+    "Stacked",
+    "StackedComposite",
+    "LazyStackedTensorSpec",
+    "LazyStackedCompositeSpec",
     "ReplayBuffer",
     "PrioritizedReplayBuffer",
     "TensorDictReplayBuffer",
     "TensorDictPrioritizedReplayBuffer",
     "Storage",
     "ListStorage",
+    "LazyStackStorage",
     "TensorStorage",
     "LazyTensorStorage",
     "LazyMemmapStorage",
@@ -85,3 +92,7 @@ __all__ = [
     "MinariExperienceReplay",
 ]
 from torchrl_lite.data.postprocs import MultiStep  # noqa: E402, F401  (TorchRL: torchrl.data.MultiStep)
+
+# seed-era names of the stacked specs (TorchRL < 0.6)
+LazyStackedTensorSpec = Stacked
+LazyStackedCompositeSpec = StackedComposite

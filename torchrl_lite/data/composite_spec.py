@@ -60,8 +60,20 @@ class Composite:
     def __getitem__(self, key):
         spec = self._lookup(key)
         if spec is ...:
+            if type(key) is int:  # a row of the batch dims (one copy of a batched env)
+                from torchrl_lite.data import _spec_stack
+
+                return _spec_stack.spec_row(self, key)
             raise KeyError(_missing_key_message(key, self.keys(True)))
         return spec
+
+    def unbind(self, dim: int = 0) -> tuple:
+        """The Composites of the rows of batch dim 0 (only ``dim=0``)."""
+        from torchrl_lite.data import _spec_stack
+
+        return _spec_stack.spec_rows(self, dim)
+
+    __torch_function__ = classmethod(TensorSpec.__torch_function__.__func__)  # torch.stack
 
     def __setitem__(self, key, spec) -> None:
         parts = key if isinstance(key, tuple) else (key,)

@@ -223,6 +223,28 @@ class TensorSpec:
         device = self.device if device is None else device
         return type(self)(**params, shape=shape, device=device, dtype=self.dtype)
 
+    # -- rows of dim 0 and torch.stack (data/_spec_stack.py: copies of a batched env) ---
+    def __getitem__(self, index: int) -> TensorSpec:
+        """The spec of row ``index`` of dim 0 (e.g. one copy of a batched env)."""
+        from torchrl_lite.data import _spec_stack
+
+        return _spec_stack.spec_row(self, index)
+
+    def unbind(self, dim: int = 0) -> tuple:
+        """The specs of the rows of dim 0 (only ``dim=0``)."""
+        from torchrl_lite.data import _spec_stack
+
+        return _spec_stack.spec_rows(self, dim)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """``torch.stack(specs, 0)`` stacks specs (``data/_spec_stack.py``), as in TorchRL."""
+        if func is torch.stack:
+            from torchrl_lite.data._spec_stack import stack_specs
+
+            return stack_specs(*args, **(kwargs or {}))
+        return NotImplemented
+
     def expand(self, *shape) -> TensorSpec:
         """The spec with leading batch dims: the new shape must end with the old one."""
         return self._new(_expanded(type(self).__name__, self.shape, shape))

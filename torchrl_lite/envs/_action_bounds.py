@@ -16,6 +16,7 @@ import warnings
 
 import torch
 
+from torchrl_lite.data._spec_stack import StackedComposite, copies_of
 from torchrl_lite.data.tensor_specs import Bounded, TensorSpec
 
 
@@ -79,7 +80,18 @@ def check_batch_bounds(env, batch, time_dim: int) -> None:
         return
     strict = env.spec_check == "strict"
     warned = env.__dict__.get("_overshoot_warned", ())
-    for key, spec in env.full_action_spec.items(True, True):
+    spec = env.full_action_spec
+    if isinstance(spec, StackedComposite):  # copies of different specs: each its own
+        pairs = zip(spec.specs, copies_of(batch, len(spec.specs)))
+        checks = [(s, row, time_dim - 1) for s, row in pairs]
+    else:
+        checks = [(spec, batch, time_dim)]
+    for specs, data, dim in checks:
+        _check_bounds(env, specs, data, dim, strict, warned)
+
+
+def _check_bounds(env, specs, batch, time_dim: int, strict: bool, warned) -> None:
+    for key, spec in specs.items(True, True):
         if not _float_bounded(spec) or (key in warned and not strict):
             continue
         value = batch.get(key, None)
@@ -98,3 +110,17 @@ def check_batch_bounds(env, batch, time_dim: int) -> None:
                     "TanhNormal) or leave spec_check at its default to warn instead."
                 )
             warn_overshoot(env, key, spec, value)
+
+
+def action_entries(env, td) -> list:
+    """``(key, spec, value)`` for each action leaf of ``env`` in ``td`` (value None when
+    absent); copy by copy, each with its own spec, for copies of different specs."""
+    spec = env.full_action_spec
+    if not isinstance(spec, StackedComposite):
+        return [(key, s, td.get(key, None)) for key, s in spec.items(True, True)]
+    rows = copies_of(td, len(spec.specs))
+    return [
+        (key, s, row.get(key, None))
+        for copy, row in zip(spec.specs, rows)
+        for key, s in copy.items(True, True)
+    ]

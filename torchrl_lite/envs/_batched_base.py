@@ -35,21 +35,25 @@ class _BatchedEnv(EnvBase):
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         try:
             infos = self._start(factories)
-            U.check_same_specs(cls_name, infos)
+            U.check_batch_sizes(cls_name, infos)
+            if U.specs_differ(infos):  # copies of different specs: lazy stacks (_batched_lazy)
+                from torchrl_lite.envs._batched_lazy import lazy_class
+
+                self.__class__ = lazy_class(type(self))
             info = self._info = infos[0]
             super().__init__(
                 device=device if device is not None else info.device,
                 batch_size=(num_workers, *info.batch_size),
                 spec_check=spec_check,
             )
-            self._set_specs(info)
+            self._set_specs(infos)
             self._connect()
         except BaseException:
             self._shutdown()
             raise
 
-    def _set_specs(self, info: U.EnvInfo) -> None:
-        n = self.num_workers
+    def _set_specs(self, infos: list[U.EnvInfo]) -> None:
+        n, info = self.num_workers, infos[0]
         self._env_batch = info.batch_size
         self._env_device = info.device
         self._env_name = info.name
@@ -100,13 +104,16 @@ class _BatchedEnv(EnvBase):
         self._reset_workers_state()
         try:
             infos = self._start(self._factories)
-            U.check_same_specs(type(self).__name__, [self._info, *infos])
+            self._check_restart_specs(infos)
             self._connect()
         except BaseException:
             self._shutdown()
             raise
         self.is_closed, self._is_reset = False, False
         self._checked_action = self.spec_check == "never"
+
+    def _check_restart_specs(self, infos: list[U.EnvInfo]) -> None:
+        U.check_same_specs(type(self).__name__, [self._info, *infos])
 
     def _reset_workers_state(self) -> None:
         """Forget the closed copies (subclasses reset their containers)."""

@@ -97,15 +97,29 @@ def as_factories(cls_name: str, num_workers, create_env_fn, create_env_kwargs) -
     return factories
 
 
-def check_same_specs(cls_name: str, infos: list[EnvInfo]) -> None:
-    """Raise ValueError naming the first key whose spec differs between copies."""
+def check_batch_sizes(cls_name: str, infos: list[EnvInfo]) -> None:
+    """Raise ValueError naming the first copy whose batch size differs from copy 0's."""
     ref = infos[0]
     for j, info in enumerate(infos[1:], start=1):
         if info.batch_size != ref.batch_size:
             raise ValueError(
                 f"{cls_name}: env copy {j} has batch size {list(info.batch_size)}, copy 0 has "
-                f"{list(ref.batch_size)}; every copy must have the same."
+                f"{list(ref.batch_size)}; every copy must have the same (copies whose specs "
+                "differ otherwise are stacked lazily)."
             )
+
+
+def specs_differ(infos: list[EnvInfo]) -> bool:
+    """True if some copy's specs differ from copy 0's (the batched env stacks them lazily)."""
+    ref = infos[0].specs
+    return any(info.specs[name] != ref[name] for info in infos[1:] for name in SPEC_NAMES)
+
+
+def check_same_specs(cls_name: str, infos: list[EnvInfo]) -> None:
+    """Raise ValueError naming the first key whose spec differs between copies."""
+    check_batch_sizes(cls_name, infos)
+    ref = infos[0]
+    for j, info in enumerate(infos[1:], start=1):
         for name in SPEC_NAMES:
             a, b = ref.specs[name], info.specs[name]
             if a == b:

@@ -123,7 +123,10 @@ def worker_main(conn, factories: list, num_threads: int, parent_pid: int, inheri
                 envs.append(factory.load()() if isinstance(factory, CloudPickled) else factory())
             channel.send(OK + pickle.dumps([U.env_info(env) for env in envs]))
             views = conn.recv()
-            loop = _Loop(SerialEnv._from_envs(envs), views)
+            if isinstance(views, list):  # buffers per copy: copies of different specs
+                loop = _CopiesLoop(SerialEnv, envs, views)
+            else:
+                loop = _Loop(SerialEnv._from_envs(envs), views)
             channel.send(b"")
         except Exception as err:
             channel.send(error_reply(err))
@@ -187,6 +190,28 @@ class _Loop:
             any_done = bool(self.mask.any())
         if any_done:
             self.reset()
+
+
+class _CopiesLoop:
+    """The worker loop of a ParallelEnv whose copies differ in specs (``_batched_lazy``):
+    each copy has its own shared buffers (``[1, *env_batch, ...]``, from its own specs)
+    and its own one-copy ``_Loop``; ``serial`` (all the worker's copies) seeds and closes."""
+
+    def __init__(self, serial_cls, envs: list, views: list):
+        self.serial = serial_cls._from_envs(envs)
+        self.loops = [_Loop(serial_cls._from_envs([env]), v) for env, v in zip(envs, views)]
+
+    def step(self) -> None:
+        for loop in self.loops:
+            loop.step()
+
+    def reset(self) -> None:
+        for loop in self.loops:
+            loop.reset()
+
+    def step_reset(self) -> None:
+        for loop in self.loops:
+            loop.step_reset()
 
 
 def _serve(channel, loop: _Loop, parent_pid: int) -> None:

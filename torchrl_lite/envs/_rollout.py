@@ -9,7 +9,7 @@ into ``[T, *batch, ...]`` buffers, read from the TensorDicts' dicts where they a
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite import _td
@@ -69,7 +69,7 @@ class StepRecorder:
     """
 
     def __init__(self, max_steps: int, owner: str = "rollout"):
-        self.max_steps = max_steps
+        self.max_steps, self.owner = max_steps, owner
         self.shape_message, self.missing_message = _MESSAGES[owner]
         self.signature = None
         self.keys: list | None = None
@@ -80,6 +80,9 @@ class StepRecorder:
 
     def begin(self, td: TensorDictBase, ids: torch.Tensor | None = None, defaults=None) -> None:
         """Start a rollout or batch whose first step is ``td``."""
+        if type(td) is LazyStackedTensorDict:  # copies of different specs: one recorder each
+            self.__class__ = CopiesRecorder
+            return self.begin(td, ids, defaults)
         defaults = defaults or {}
         keys = list(td.keys(True, True))
         keys += [k for k in defaults if k not in keys]
@@ -101,6 +104,8 @@ class StepRecorder:
         """Keep the step ``td`` (its trajectory ids ``ids`` for a collector)."""
         if self.keys is None:
             self.begin(td, ids)
+            if type(self) is not StepRecorder:
+                return self.record(td, ids)
         self.pending.append(td)
         if ids is not None:
             self.pending_ids.append(ids)
@@ -188,6 +193,34 @@ class StepRecorder:
     def _shape_error(self, key, leaves: list) -> RuntimeError:
         seen = sorted({(tuple(leaf.shape), str(leaf.dtype)) for leaf in leaves})
         return RuntimeError(self.shape_message.format(key=key, seen=seen))
+
+
+class CopiesRecorder(StepRecorder):
+    """The recorder of a batched env whose copies' specs differ: its steps are lazy stacks
+    along dim 0 (``envs/_batched_lazy.py``); each copy's rows go to a ``StepRecorder`` of
+    their own and the result is their lazy stack, ``[n, *env_batch, T]``. A
+    ``StepRecorder`` becomes one when its first step is such a lazy stack."""
+
+    def begin(self, td: TensorDictBase, ids: torch.Tensor | None = None, defaults=None) -> None:
+        rows = td.tensordicts
+        copies = self.__dict__.get("copies")
+        if copies is None or len(copies) != len(rows):
+            copies = self.copies = [StepRecorder(self.max_steps, self.owner) for _ in rows]
+        defaults = defaults or {}
+        for i, (recorder, row) in enumerate(zip(copies, rows)):
+            row_ids = None if ids is None else ids[i]
+            recorder.begin(row, row_ids, {k: v[i] for k, v in defaults.items()})
+        self.keys = []  # begun
+
+    def record(self, td: TensorDictBase, ids: torch.Tensor | None = None) -> None:
+        if self.keys is None:
+            self.begin(td, ids)
+        for i, (recorder, row) in enumerate(zip(self.copies, td.tensordicts)):
+            recorder.record(row, None if ids is None else ids[i])
+
+    def result(self, batch_size: torch.Size, device=None) -> TensorDictBase:
+        rows = [recorder.result(batch_size[1:], device) for recorder in self.copies]
+        return LazyStackedTensorDict(*rows, stack_dim=0)
 
 
 def _value(td: TensorDictBase, key, default):

@@ -13,6 +13,7 @@ import torch
 from tensordict import TensorDictBase
 
 from torchrl_lite._utils import missing_key_message
+from torchrl_lite.data._spec_stack import StackedComposite, copies_of
 
 __all__ = ["check_step_output", "check_rollout_args", "check_reset_input"]
 
@@ -44,29 +45,38 @@ def check_step_output(env, next_td: TensorDictBase) -> None:
         ("done", env.full_done_spec),
         ("observation", env.full_observation_spec),
     ):
-        for key, spec in specs.items(True, True):
-            value = next_td.get(key, None)
-            if value is None:
-                raise KeyError(
-                    f"{type(env).__name__}._step returned no {role} entry {key!r} (its spec: "
-                    f"{spec}). " + missing_key_message(key, next_td.keys(True, True))
-                )
-            if not isinstance(value, torch.Tensor):
-                continue  # non-tensor entries are not described by tensor specs
-            expected = spec.shape if env.batch_locked else spec.shape[batch:]
-            got = value.shape if env.batch_locked else value.shape[value.ndim - len(expected) :]
-            if got != expected or (not env.batch_locked and value.ndim < len(expected)):
-                raise ValueError(
-                    f"{type(env).__name__}._step returned {role} {key!r} of shape "
-                    f"{list(value.shape)}, but its spec has shape {list(spec.shape)} ({spec}); "
-                    f"return it shaped like the spec (e.g. a reward of shape [*batch, 1])."
-                )
-            if value.dtype != spec.dtype:
-                raise ValueError(
-                    f"{type(env).__name__}._step returned {role} {key!r} of dtype "
-                    f"{value.dtype}, but its spec has dtype {spec.dtype} ({spec}); convert it "
-                    f"(e.g. .to({spec.dtype})) or change the spec."
-                )
+        if isinstance(specs, StackedComposite):  # copies of different specs: each its own
+            rows = copies_of(next_td, len(specs.specs))
+            for i, (spec, row) in enumerate(zip(specs.specs, rows)):
+                _check_entries(env, role, spec, row, batch - 1, f" (copy {i})")
+        else:
+            _check_entries(env, role, specs, next_td, batch, "")
+
+
+def _check_entries(env, role: str, specs, next_td: TensorDictBase, batch: int, copy: str):
+    for key, spec in specs.items(True, True):
+        value = next_td.get(key, None)
+        if value is None:
+            raise KeyError(
+                f"{type(env).__name__}._step returned no {role} entry {key!r}{copy} (its "
+                f"spec: {spec}). " + missing_key_message(key, next_td.keys(True, True))
+            )
+        if not isinstance(value, torch.Tensor):
+            continue  # non-tensor entries are not described by tensor specs
+        expected = spec.shape if env.batch_locked else spec.shape[batch:]
+        got = value.shape if env.batch_locked else value.shape[value.ndim - len(expected) :]
+        if got != expected or (not env.batch_locked and value.ndim < len(expected)):
+            raise ValueError(
+                f"{type(env).__name__}._step returned {role} {key!r}{copy} of shape "
+                f"{list(value.shape)}, but its spec has shape {list(spec.shape)} ({spec}); "
+                f"return it shaped like the spec (e.g. a reward of shape [*batch, 1])."
+            )
+        if value.dtype != spec.dtype:
+            raise ValueError(
+                f"{type(env).__name__}._step returned {role} {key!r}{copy} of dtype "
+                f"{value.dtype}, but its spec has dtype {spec.dtype} ({spec}); convert it "
+                f"(e.g. .to({spec.dtype})) or change the spec."
+            )
 
 
 def check_rollout_args(max_steps, policy, callback) -> None:

@@ -15,6 +15,7 @@ batch size ``[n, *env.batch_size]`` whose specs are the single env's specs expan
 
 Seeds: ``set_seed(seed)`` gives copy ``i`` the seed ``seed + i * env.batch_size.numel()``,
 so ``SerialEnv``, ``ParallelEnv`` and the copies run on their own give the same rollouts.
+Copies whose specs differ (multi-task) are run by the lazy variants in ``_batched_lazy.py``.
 """
 
 from __future__ import annotations
@@ -64,12 +65,21 @@ class SerialEnv(_BatchedEnv):
     Attributes the env lacks are read from the copies, one value each
     (``env.spec`` -> ``[copy0.spec, copy1.spec]``); a method is called on each.
 
+    Copies whose specs differ (multi-task) are stacked lazily, as in TorchRL: data are
+    ``LazyStackedTensorDict`` (``td[i]``: copy ``i``'s), specs the copies' specs stacked
+    (``env.observation_spec[i]``: copy ``i``'s); same batch size and dtypes required.
+
     Example:
         >>> from torchrl_lite.envs import GymEnv, SerialEnv
         >>> env = SerialEnv(2, lambda: GymEnv("CartPole-v1"))
         >>> env.rollout(5, break_when_any_done=False).batch_size
         torch.Size([2, 5])
         >>> env.close()
+        >>> makers = [lambda: GymEnv("Pendulum-v1"), lambda: GymEnv("MountainCarContinuous-v0")]
+        >>> tasks = SerialEnv(2, makers)  # observations of 3 and 2 entries
+        >>> td = tasks.rollout(3)  # a LazyStackedTensorDict
+        >>> td[0]["observation"].shape, tasks.observation_spec[1]["observation"].shape
+        (torch.Size([3, 3]), torch.Size([2]))
     """
 
     def __init__(
@@ -292,12 +302,18 @@ class ParallelEnv(_BatchedEnv):
     Attributes the env lacks are read from the copies in the workers, one value each
     (they must pickle); a method is called on each copy, returning the list of results.
 
+    Copies whose specs differ are stacked lazily as in ``SerialEnv``, with buffers per copy.
+
     Example:
         >>> from torchrl_lite.envs import GymEnv, ParallelEnv
         >>> env = ParallelEnv(2, lambda: GymEnv("CartPole-v1"))
         >>> env.rollout(5, break_when_any_done=False).batch_size
         torch.Size([2, 5])
-        >>> env.close()
+        >>> tasks = ParallelEnv(2, [lambda: GymEnv("CartPole-v1"), lambda: GymEnv("Acrobot-v1")])
+        >>> tasks.rollout(3)[1]["action"].shape  # CartPole: 2 actions, Acrobot: 3
+        torch.Size([3, 3])
+        >>> env.close(), tasks.close()
+        (None, None)
     """
 
     def __init__(

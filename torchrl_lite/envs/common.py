@@ -19,13 +19,18 @@ Everything else (``reset``, ``step``, ``step_and_maybe_reset``, ``rollout``, spe
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite import _td
 from torchrl_lite._utils import check_device, missing_key_message
+from torchrl_lite.data._spec_stack import copies_of
 from torchrl_lite.data.tensor_specs import Categorical, Composite, TensorSpec, Unbounded, _size
-from torchrl_lite.envs._action_bounds import check_action_value, check_batch_bounds
+from torchrl_lite.envs._action_bounds import (
+    action_entries,
+    check_action_value,
+    check_batch_bounds,
+)
 from torchrl_lite.envs._done_flags import _StepProbe
 from torchrl_lite.envs._fast_rollout import fast_rollout
 from torchrl_lite.envs._rollout import StepRecorder
@@ -359,8 +364,7 @@ class EnvBase:
 
     def _check_action(self, tensordict: TensorDictBase) -> None:
         self._check_open("step")
-        for key, spec in self.full_action_spec.items(True, True):
-            value = tensordict.get(key, None)
+        for key, spec, value in action_entries(self, tensordict):  # copy by copy if they differ
             if value is None:
                 raise KeyError(
                     f"step() needs {key!r} in its input. "
@@ -623,12 +627,21 @@ def _merge_partial(
             if type(new) is torch.Tensor:
                 entries[key] = merge(new, old if type(old) is torch.Tensor else None)
             else:  # a nested TensorDict (or another tensor type): the general path
-                return _merge_partial_nested(previous, reset_out, merge)
+                return _merge_partial_nested(previous, reset_out, merge, mask)
         return _td.new(entries, previous.batch_size, previous.device)
-    return _merge_partial_nested(previous, reset_out, merge)
+    return _merge_partial_nested(previous, reset_out, merge, mask)
 
 
-def _merge_partial_nested(previous, reset_out, merge) -> TensorDictBase:
+def _merge_partial_nested(previous, reset_out, merge, mask) -> TensorDictBase:
+    if isinstance(reset_out, LazyStackedTensorDict):  # copies of different specs: one by one
+        n = len(reset_out.tensordicts)
+        rows = []
+        for old, new, m in zip(copies_of(previous, n), reset_out.tensordicts, mask.unbind(0)):
+            if bool(m.any()) and not bool(m.all()):  # some of a batched copy's envs
+                rows.append(_merge_partial(old, new, m))
+            else:  # the whole copy, or none of it
+                rows.append(old.exclude(K.RESET, K.NEXT).update(new if bool(m.any()) else {}))
+        return LazyStackedTensorDict(*rows, stack_dim=reset_out.stack_dim)
     out = previous.exclude(K.RESET, K.NEXT)
     for key in reset_out.keys(True, True):
         out.set(key, merge(reset_out.get(key), previous.get(key, None)))

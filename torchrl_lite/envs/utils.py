@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from tensordict import TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 from torch import Tensor
 
 from torchrl_lite import _keys as K
 from torchrl_lite import _td
+from torchrl_lite.data._spec_stack import StackedComposite, copies_of
 from torchrl_lite.data.tensor_specs import Composite
 from torchrl_lite.envs._action_bounds import (  # noqa: F401  (used by the collectors)
     ActionBoundsWarning,
+    action_entries,
     check_action_value,
     check_batch_bounds,
 )
@@ -60,6 +62,12 @@ def step_mdp(
         out = _step_mdp_default(tensordict)
         if out is not None:
             return out
+    if type(tensordict) is LazyStackedTensorDict:  # copies of different specs: each alone
+        args = (keep_other, exclude_reward, exclude_done, exclude_action)
+        keys = (reward_keys, done_keys, action_keys)
+        rows = [step_mdp(row, None, *args, *keys) for row in tensordict.tensordicts]
+        out = LazyStackedTensorDict(*rows, stack_dim=tensordict.stack_dim)
+        return out if next_tensordict is None else next_tensordict.update(out)
     nxt = tensordict.get(K.NEXT)
     if exclude_reward and not exclude_done and reward_keys == K.REWARD:
         drop_next = _DEFAULT_DROP_NEXT  # the common case, without building sets
@@ -169,16 +177,28 @@ def check_env_specs(
         raise ValueError(
             f"Rollout batch size {list(rollout.batch_size)} does not match env batch {list(env.batch_size)} + [T]"
         )
+    names = ("full_observation_spec", "full_state_spec", "full_done_spec")
+    names += ("full_action_spec", "full_reward_spec")
+    specs = [getattr(env, name) for name in names]
+    fake = env.fake_tensordict()
+    if any(isinstance(spec, StackedComposite) for spec in specs):  # copies of different specs
+        n = env.batch_size[0]
+        rows, fakes = copies_of(rollout, n), copies_of(fake, n)
+        for i in range(n):
+            _check_rollout([spec[i] for spec in specs], rows[i], fakes[i], f"copy {i}: ")
+    else:
+        _check_rollout(specs, rollout, fake, "")
+
+
+def _check_rollout(specs: list, rollout: TensorDictBase, fake: TensorDictBase, copy: str):
+    """``check_env_specs``'s checks of one rollout against ``specs`` (observation, state,
+    done, action, reward) and of the keys of the env's ``fake_tensordict``."""
+    obs, state, done, action, reward = specs
     root_specs = {}
-    for spec in (
-        env.full_observation_spec,
-        env.full_state_spec,
-        env.full_done_spec,
-        env.full_action_spec,
-    ):
+    for spec in (obs, state, done, action):
         root_specs.update(spec.items(True, True))
     next_specs = {}
-    for spec in (env.full_observation_spec, env.full_reward_spec, env.full_done_spec):
+    for spec in (obs, reward, done):
         next_specs.update(spec.items(True, True))
     expected = dict(root_specs)
     expected.update({(K.NEXT, *_tuple(k)): s for k, s in next_specs.items()})
@@ -187,20 +207,20 @@ def check_env_specs(
     extra = [k for k in got if _norm(k) not in {_norm(e) for e in expected}]
     if missing:
         raise ValueError(
-            f"check_env_specs: keys declared in the specs are missing from the rollout: {missing}. Rollout keys: {sorted(map(str, got))}"
+            f"check_env_specs: {copy}keys declared in the specs are missing from the rollout: {missing}. Rollout keys: {sorted(map(str, got))}"
         )
     if extra:
         raise ValueError(
-            f"check_env_specs: the rollout has keys no spec declares: {extra}. Declared: {sorted(map(str, expected))}"
+            f"check_env_specs: {copy}the rollout has keys no spec declares: {extra}. Declared: {sorted(map(str, expected))}"
         )
     for key, spec in expected.items():
         if spec is None:
             continue
         spec.assert_is_in(rollout.get(key), key=key)
-    fake_keys = {_norm(k) for k in env.fake_tensordict().keys(True, True)}
+    fake_keys = {_norm(k) for k in fake.keys(True, True)}
     if fake_keys != {_norm(k) for k in expected}:
         raise ValueError(
-            f"check_env_specs: fake_tensordict keys {sorted(map(str, fake_keys))} differ from the spec keys"
+            f"check_env_specs: {copy}fake_tensordict keys {sorted(map(str, fake_keys))} differ from the spec keys"
         )
 
 

@@ -30,7 +30,7 @@ from torchrl_lite.data.replay_buffers.samplers import (
     SliceSampler,
     SliceSamplerWithoutReplacement,
 )
-from torchrl_lite.data.replay_buffers.storages import ListStorage, Storage
+from torchrl_lite.data.replay_buffers.storages import LazyStackStorage, ListStorage, Storage
 from torchrl_lite.data.replay_buffers.tensor_storage import (
     LazyMemmapStorage,
     LazyTensorStorage,
@@ -50,6 +50,7 @@ __all__ = [
     "TensorDictPrioritizedReplayBuffer",
     "Storage",
     "ListStorage",
+    "LazyStackStorage",
     "TensorStorage",
     "LazyTensorStorage",
     "LazyMemmapStorage",

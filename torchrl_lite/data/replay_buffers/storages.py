@@ -25,11 +25,11 @@ import json
 from pathlib import Path
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDictBase
 
 from torchrl_lite._atomic import find_complete, is_json_dump, read_json, write_folder, write_synced
 
-__all__ = ["Storage", "ListStorage"]
+__all__ = ["Storage", "ListStorage", "LazyStackStorage"]
 
 
 def identity_collate(items):
@@ -241,6 +241,36 @@ class ListStorage(Storage):
         self.load_state_dict({"items": items})
 
     default_collate = staticmethod(_stack_items)
+
+
+def _lazy_stack(items):
+    if items and all(isinstance(item, TensorDictBase) for item in items):
+        return LazyStackedTensorDict(*items, stack_dim=0)
+    return _stack_items(items)
+
+
+class LazyStackStorage(ListStorage):
+    """A ``ListStorage`` whose samples are ``LazyStackedTensorDict`` (as in TorchRL).
+
+    Its items may differ in entries and shapes: steps of a batched env whose copies'
+    specs differ (multi-task), or of different envs. ``sample()`` and ``rb[:]`` give a
+    lazy stack of the items; ``td[i]`` is item ``i`` with its own entries.
+
+    Args:
+        max_size: the number of items held at most.
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> from torchrl_lite.data import ReplayBuffer
+        >>> rb = ReplayBuffer(storage=LazyStackStorage(10))
+        >>> _ = rb.add(TensorDict(obs=torch.zeros(3)))
+        >>> _ = rb.add(TensorDict(obs=torch.zeros(4), extra=torch.ones(1)))
+        >>> data = rb[:]
+        >>> type(data).__name__, data[1]["obs"].shape
+        ('LazyStackedTensorDict', torch.Size([4]))
+    """
+
+    default_collate = staticmethod(_lazy_stack)
 
 
 def __getattr__(name: str):
