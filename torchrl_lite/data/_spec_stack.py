@@ -148,6 +148,8 @@ class Stacked(TensorSpec):
         True
     """
 
+    _ragged = True  # -1 where the copies differ
+
     def __init__(self, specs: list):
         self.specs = list(specs)
         first = self.specs[0]

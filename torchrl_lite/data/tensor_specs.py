@@ -115,6 +115,8 @@ class TensorSpec:
     are per element, of the spec's shape, and follow ``expand``/``squeeze``).
     """
 
+    _ragged = False  # -1 dims allowed (copies whose shapes differ, ``_spec_stack.Stacked``)
+
     def __init__(self, shape: ShapeLike, dtype: torch.dtype, device=None):
         if not isinstance(dtype, torch.dtype):
             raise TypeError(
@@ -122,7 +124,7 @@ class TensorSpec:
                 f"{dtype!r}."
             )
         self.shape, self.dtype = _size(shape), dtype
-        if any(s < 0 for s in self.shape):
+        if any(s < 0 for s in self.shape) and not self._ragged:
             raise ValueError(
                 f"{type(self).__name__}: shape dims must be >= 0, got {list(self.shape)}; "
                 "spec shapes are fixed (no -1)."
