@@ -19,12 +19,11 @@ Everything else (``reset``, ``step``, ``step_and_maybe_reset``, ``rollout``, spe
 from __future__ import annotations
 
 import torch
-from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite import _td
 from torchrl_lite._utils import check_device, missing_key_message
-from torchrl_lite.data._spec_stack import copies_of
 from torchrl_lite.data.tensor_specs import Categorical, Composite, TensorSpec, Unbounded, _size
 from torchrl_lite.envs._action_bounds import (
     action_entries,
@@ -39,6 +38,7 @@ from torchrl_lite.envs._step_checks import (
     check_rollout_args,
     check_step_output,
 )
+from torchrl_lite.envs._td_steps import merge_partial, set_next, update_in_place
 from torchrl_lite.envs.utils import step_mdp
 
 __all__ = ["EnvBase"]
@@ -299,9 +299,9 @@ class EnvBase:
         reset_mask = _get(tensordict, K.RESET) if tensordict is not None else None
         out = self._inner_reset(tensordict)
         if reset_mask is not None and not bool(reset_mask.all()):
-            out = _merge_partial(tensordict, out, reset_mask)
+            out = merge_partial(tensordict, out, reset_mask)
         if tensordict is not None:
-            out = _update_in_place(tensordict, out)
+            out = update_in_place(tensordict, out)
         return out
 
     def _inner_reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
@@ -338,7 +338,7 @@ class EnvBase:
         next_td = self._step(tensordict)
         if checking:  # the first step's output against the specs (see _step_checks.py)
             check_step_output(self, next_td)
-        _set_next(tensordict, next_td)
+        set_next(tensordict, next_td)
         return tensordict
 
     @classmethod
@@ -520,7 +520,7 @@ class EnvBase:
             next_td = self._step(td)  # reset was checked above: skip step()'s checks
             if checking:
                 check_step_output(self, next_td)
-            _set_next(td, next_td)
+            set_next(td, next_td)
             recorder.record(td)
             if callback is not None:
                 callback(self, td)
@@ -575,74 +575,3 @@ def _unbatched(spec, batch_size: torch.Size):
 
 _get = _td.get
 _set = _td.set
-
-
-def _set_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
-    """``tensordict.set("next", next_td)``, without the checks when they cannot fail."""
-    if _td.same_layout(tensordict, next_td):
-        _td.store(tensordict)[K.NEXT] = next_td
-    else:
-        tensordict.set(K.NEXT, next_td)
-
-
-def _update_in_place(previous: TensorDictBase, reset_out: TensorDictBase) -> TensorDictBase:
-    """``previous`` without ``"_reset"``, updated in place with ``reset_out``; returned."""
-    if not _td.same_layout(previous, reset_out):
-        previous.pop(K.RESET, None)
-        return previous.update(reset_out)
-    # the same as pop + update, on the dicts: this runs at every auto-reset
-    store = _td.store(previous)
-    store.pop(K.RESET, None)
-    for key, value in _td.store(reset_out).items():
-        old = store.get(key)
-        if isinstance(old, TensorDictBase) and isinstance(value, TensorDictBase):
-            old.update(value)
-        else:
-            store[key] = value
-    return previous
-
-
-_NOT_CARRIED = frozenset({K.RESET, K.NEXT})
-
-
-def _merge_partial(
-    previous: TensorDictBase, reset_out: TensorDictBase, mask: torch.Tensor
-) -> TensorDictBase:
-    """Entries of ``reset_out`` where ``mask`` is set, of ``previous`` elsewhere."""
-    mask = mask.reshape(*reset_out.batch_size)
-    masks = {mask.dim(): mask}  # the mask shaped to broadcast against leaves of each ndim
-
-    def merge(new, old):
-        if old is None or old.shape != new.shape:
-            return new
-        m = masks.get(new.dim())
-        if m is None:
-            m = masks[new.dim()] = mask.reshape(*mask.shape, *([1] * (new.dim() - mask.dim())))
-        return torch.where(m, new, old)
-
-    if _td.same_layout(previous, reset_out):  # merge the dicts, build one TensorDict
-        entries = {k: v for k, v in _td.store(previous).items() if k not in _NOT_CARRIED}
-        for key, new in _td.store(reset_out).items():
-            old = entries.get(key)
-            if type(new) is torch.Tensor:
-                entries[key] = merge(new, old if type(old) is torch.Tensor else None)
-            else:  # a nested TensorDict (or another tensor type): the general path
-                return _merge_partial_nested(previous, reset_out, merge, mask)
-        return _td.new(entries, previous.batch_size, previous.device)
-    return _merge_partial_nested(previous, reset_out, merge, mask)
-
-
-def _merge_partial_nested(previous, reset_out, merge, mask) -> TensorDictBase:
-    if isinstance(reset_out, LazyStackedTensorDict):  # copies of different specs: one by one
-        n = len(reset_out.tensordicts)
-        rows = []
-        for old, new, m in zip(copies_of(previous, n), reset_out.tensordicts, mask.unbind(0)):
-            if bool(m.any()) and not bool(m.all()):  # some of a batched copy's envs
-                rows.append(_merge_partial(old, new, m))
-            else:  # the whole copy, or none of it
-                rows.append(old.exclude(K.RESET, K.NEXT).update(new if bool(m.any()) else {}))
-        return LazyStackedTensorDict(*rows, stack_dim=reset_out.stack_dim)
-    out = previous.exclude(K.RESET, K.NEXT)
-    for key in reset_out.keys(True, True):
-        out.set(key, merge(reset_out.get(key), previous.get(key, None)))
-    return out
