@@ -1,9 +1,10 @@
 """Decision Transformer, Online DT and RLHF learning results (seeds 0-2).
 
 Datasets: the project's own SAC runs on Pendulum-v1 (``torchrl-lite train sac`` for
-500, 1000, ..., 2500 frames, each written with ``torchrl-lite dataset --noise 0.1``):
-"medium" is 40k transitions of the 2500-frame policy; "medium-replay" is 8k transitions
-of each of the five policies (from nearly random to medium), like D4RL's replay files.
+500, 1000, ..., 3000 frames, each written with ``torchrl-lite dataset --noise 0.1``):
+"medium" is 40k transitions of the 3000-frame policy (mean return about -620, half-way
+from random, about -1190, to SAC's final -180); "medium-replay" is 8k transitions of each
+of the six policies (from random-level to medium), like D4RL's replay files.
 
 - DT: trained with the recipe's defaults, then evaluated (10 episodes) conditioned on
   three targets: the 10% quantile, the median and the best episode return of the dataset.
@@ -32,7 +33,7 @@ from _common import RESULTS_DIR, smoke, write_table
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("DT_RLHF_DATA", ROOT / "benchmarks" / "results" / "dt_data"))
 SEEDS = (0,) if smoke() else (0, 1, 2)
-PARTS = (500, 1000, 1500, 2000, 2500)
+PARTS = (500, 1000, 1500, 2000, 2500, 3000)
 
 
 def _cli(*args) -> None:
@@ -98,7 +99,7 @@ def episode_returns(path: Path) -> torch.Tensor:
     return sums[ids[ends].unique()]  # episodes that end inside the file
 
 
-def evaluate(recipe, cfg, policy, target_return: float, episodes: int = 10) -> float:
+def evaluate(recipe, cfg, policy, target_return: float, episodes: int = 50) -> float:
     from torchrl_lite.envs import ExplorationType, set_exploration_type
 
     cfg = dataclasses.replace(cfg, target_return=target_return)
@@ -185,22 +186,31 @@ def odt_rows() -> list:
     ]]  # fmt: skip
 
 
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def bench_rlhf() -> list:
     rows = []
     for seed in SEEDS:
         out = RESULTS_DIR / f"rlhf_s{seed}.json"
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _children_cpu()
         subprocess.run(
             [sys.executable, "tutorials/rlhf_example.py", "--seed", str(seed), "--json", str(out)],
             check=True, cwd=ROOT,
         )  # fmt: skip
         info = json.loads(out.read_text())
         info["wall"] = time.perf_counter() - start
+        info["cpu"] = _children_cpu() - cpu  # the example's CPU seconds (user + system)
+        out.write_text(json.dumps(info, indent=2))
         rows.append(info)
         print("rlhf", seed, info, flush=True)
     return [[
         f"seed {i}", f"{r['rm_accuracy']:.3f}", f"{r['score_reference']:.2f}",
-        f"{r['score_policy']:.2f}", f"{r['kl']:.3f}", f"{r['kl_bound']}", f"{r['wall']:.0f}",
+        f"{r['score_policy']:.2f}", f"{r['kl']:.3f}", f"{r['kl_bound']}", f"{r['wall']:.0f}", f"{r['cpu']:.0f}",
     ] for i, r in enumerate(rows)]  # fmt: skip
 
 
@@ -241,7 +251,7 @@ def main(selected: list[str]) -> None:
         ["dataset", "target", "dataset mean", "eval return median (worst)", "seeds",
          "gradient steps", "train s"],
         dt_rows(),
-        notes="Evaluation: 10 episodes per seed, deterministic, conditioned on the target "
+        notes="Evaluation: 50 episodes per seed, deterministic, conditioned on the target "
         "(the dataset's 10% quantile, median and best episode return).",
     )  # fmt: skip
     write_table(
@@ -256,7 +266,7 @@ def _rlhf_table():
     return (
         "RLHF example (tutorials/rlhf_example.py)",
         ["seed", "RM held-out accuracy", "RM score reference", "RM score fine-tuned",
-         "KL to reference (nats/sequence)", "KL bound", "wall s"],
+         "KL to reference (nats/sequence)", "KL bound", "wall s", "CPU s"],
         bench_rlhf(),
     )  # fmt: skip
 
