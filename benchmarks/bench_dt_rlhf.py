@@ -11,8 +11,9 @@ of the six policies (from random-level to medium), like D4RL's replay files.
 - ODT: on "medium", the evaluation return after the offline pre-training and at the end.
 - RLHF: ``tutorials/rlhf_example.py`` (reward-model accuracy, RM scores, KL, seconds).
 
-Usage: ``python bench_dt_rlhf.py [dt] [odt] [rlhf]`` (default: all), with
-``DT_RLHF_DATA=folder`` for the datasets (made there when missing).
+Usage: ``python bench_dt_rlhf.py run dt NAME SEED`` / ``run odt SEED [key=value ...]`` /
+``run rlhf`` (one case each, saved), ``table`` (the tables from the saved cases), or no
+argument (everything), with ``DT_RLHF_DATA=folder`` for the datasets (made when missing).
 """
 
 from __future__ import annotations
@@ -193,8 +194,8 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def bench_rlhf() -> list:
-    rows = []
+def bench_rlhf() -> None:
+    """Run the example for each seed; save ``rlhf_s{seed}.json`` with wall and CPU seconds."""
     for seed in SEEDS:
         out = RESULTS_DIR / f"rlhf_s{seed}.json"
         start, cpu = time.perf_counter(), _children_cpu()
@@ -206,12 +207,16 @@ def bench_rlhf() -> list:
         info["wall"] = time.perf_counter() - start
         info["cpu"] = _children_cpu() - cpu  # the example's CPU seconds (user + system)
         out.write_text(json.dumps(info, indent=2))
-        rows.append(info)
         print("rlhf", seed, info, flush=True)
+
+
+def rlhf_rows() -> list:
+    runs = [json.loads(p.read_text()) for p in sorted(RESULTS_DIR.glob("rlhf_s*.json"))]
     return [[
-        f"seed {i}", f"{r['rm_accuracy']:.3f}", f"{r['score_reference']:.2f}",
-        f"{r['score_policy']:.2f}", f"{r['kl']:.3f}", f"{r['kl_bound']}", f"{r['wall']:.0f}", f"{r['cpu']:.0f}",
-    ] for i, r in enumerate(rows)]  # fmt: skip
+        f"seed {r['seed']}", f"{r['rm_accuracy']:.3f}", f"{r['score_reference']:.2f}",
+        f"{r['score_policy']:.2f}", f"{r['kl']:.3f}", f"{r['kl_bound']}", f"{r['wall']:.0f}",
+        f"{r['cpu']:.0f}",
+    ] for r in runs]  # fmt: skip
 
 
 def main(selected: list[str]) -> None:
@@ -231,6 +236,7 @@ def main(selected: list[str]) -> None:
             name, out = "", odt_case(files["medium"], seed, **changes)
             out["changes"] = changes
         else:
+            bench_rlhf()
             write_table("rlhf", *_rlhf_table())
             return
         (RUNS / f"{kind}-{name}-s{seed}.json").write_text(json.dumps(out, indent=2))
@@ -245,20 +251,34 @@ def main(selected: list[str]) -> None:
                 )
         for seed in SEEDS:
             (RUNS / f"odt--s{seed}.json").write_text(json.dumps(odt_case(files["medium"], seed)))
-        write_table("rlhf", *_rlhf_table())
+        bench_rlhf()
+    write_table("rlhf", *_rlhf_table())
     write_table(
         "dt", "Decision Transformer on Pendulum-v1 datasets from SAC runs",
         ["dataset", "target", "dataset mean", "eval return median (worst)", "seeds",
          "gradient steps", "train s"],
         dt_rows(),
         notes="Evaluation: 50 episodes per seed, deterministic, conditioned on the target "
-        "(the dataset's 10% quantile, median and best episode return).",
+        "(the dataset's 10% quantile, median and best episode return); `dt` recipe defaults "
+        "(width 32, 2 blocks, K=10, batch 32, lr 1e-3, no per-timestep embedding). "
+        "Datasets (`torchrl-lite dataset --noise 0.1` from `train sac --seed 0` runs): "
+        "medium = 40k transitions of the 3000-frame SAC policy (it scores -618 on the "
+        "evaluation starts, random actions -1185); medium-replay = 8k of each of the "
+        "500 ... 3000-frame policies. An earlier medium file from the 2500-frame policy "
+        "(mean -1056; that policy scores -1078 on the evaluation starts, i.e. random-level) "
+        "gave -1080 to -1120 at every target after 2000 and 8000 steps (with per-timestep "
+        "embeddings; not rerun without), below its mean. "
+        "Train s: wall seconds on the shared 2-core machine (load 9-14); the same 3000 "
+        "steps take about 65 s on an idle core (21 ms per step).",
     )  # fmt: skip
     write_table(
         "odt", "Online Decision Transformer on Pendulum-v1 (medium)",
         ["case", "offline start median (worst)", "end median (worst)", "gain median (worst)",
          "online env frames", "gradient steps (offline + online)", "train s"],
         odt_rows(),
+        notes="Evaluation: 50 episodes, deterministic, conditioned on `target_return`; "
+        "settings: " + ", ".join(f"{k}={v}" for k, v in _runs("odt-")[0].get("changes", {}).items())
+        + " (`train odt key=value`). Train s: wall seconds on the shared 2-core machine.",
     )  # fmt: skip
 
 
@@ -267,7 +287,10 @@ def _rlhf_table():
         "RLHF example (tutorials/rlhf_example.py)",
         ["seed", "RM held-out accuracy", "RM score reference", "RM score fine-tuned",
          "KL to reference (nats/sequence)", "KL bound", "wall s", "CPU s"],
-        bench_rlhf(),
+        rlhf_rows(),
+        "Defaults: beta 0.2 adapted toward 2.5 nats per sequence, KL in the reward. Wall s: "
+        "the whole example at nice 15 on the shared 2-core machine (load 5-14); CPU s: its "
+        "user + system seconds (one torch thread), i.e. about a minute on a free core.",
     )  # fmt: skip
 
 
