@@ -268,7 +268,7 @@ def main(selected: list[str]) -> None:
         "(mean -1056; that policy scores -1078 on the evaluation starts, i.e. random-level) "
         "gave -1080 to -1120 at every target after 2000 and 8000 steps (with per-timestep "
         "embeddings; not rerun without), below its mean. "
-        "Train s: wall seconds on the shared 2-core machine (load 9-14); the same 3000 "
+        "Train s: wall seconds on the shared 2-core machine (load 5-14); the same 3000 "
         "steps take about 65 s on an idle core (21 ms per step).",
     )  # fmt: skip
     write_table(
