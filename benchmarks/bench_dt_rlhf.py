@@ -267,7 +267,10 @@ def main(selected: list[str]) -> None:
         "500 ... 3000-frame policies. An earlier medium file from the 2500-frame policy "
         "(mean -1056; that policy scores -1078 on the evaluation starts, i.e. random-level) "
         "gave -1080 to -1120 at every target after 2000 and 8000 steps (with per-timestep "
-        "embeddings; not rerun without), below its mean. "
+        "embeddings; not rerun without), below its mean. medium-replay, seed 0: 9000 steps "
+        "gave -1483 / -1444 / -1189 (no better than 3000); at 3000 steps, targets -900 / "
+        "-700 / -600 gave -1418 / -1318 / -1270: the return follows the target but stays "
+        "far from the 3000-frame policy's -618 that wrote 1/6 of the file. "
         "Train s: wall seconds on the shared 2-core machine (load 5-14); the same 3000 "
         "steps take about 65 s on an idle core (21 ms per step).",
     )  # fmt: skip
