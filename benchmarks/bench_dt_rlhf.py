@@ -281,8 +281,22 @@ def main(selected: list[str]) -> None:
         odt_rows(),
         notes="Evaluation: 50 episodes, deterministic, conditioned on `target_return`; "
         "settings: " + ", ".join(f"{k}={v}" for k, v in _runs("odt-")[0].get("changes", {}).items())
-        + " (`train odt key=value`). Train s: wall seconds on the shared 2-core machine.",
+        + " (`train odt key=value`). Train s: wall seconds on the shared 2-core machine. "
+        + _odt_seen(),
     )  # fmt: skip
+
+
+def _odt_seen() -> str:
+    """Per seed: offline start -> end, and the range of the online collections' returns."""
+    runs = _runs("odt-")
+    if not runs:
+        return ""
+    per = "; ".join(
+        f"seed {r['seed']}: {r['offline']:.0f} -> {r['final']:.0f}, collections "
+        f"{min(c[1] for c in r['collections']):.0f} to {max(c[1] for c in r['collections']):.0f}"
+        for r in runs
+    )
+    return f"Per seed (collections: mean return of the sampled episodes added): {per}."
 
 
 def _rlhf_table():
