@@ -1,17 +1,19 @@
 """Decision Transformer, Online DT and RLHF learning results (seeds 0-2).
 
 Datasets: the project's own SAC runs on Pendulum-v1 (``torchrl-lite train sac`` for
-500, 1000, ..., 2500 frames, each written with ``torchrl-lite dataset --noise 0.1``):
-"medium" is 40k transitions of the 2500-frame policy; "medium-replay" is 8k transitions
-of each of the five policies (from nearly random to medium), like D4RL's replay files.
+500, 1000, ..., 3000 frames, each written with ``torchrl-lite dataset --noise 0.1``):
+"medium" is 40k transitions of the 3000-frame policy (mean return about -620, half-way
+from random, about -1190, to SAC's final -180); "medium-replay" is 8k transitions of each
+of the six policies (from random-level to medium), like D4RL's replay files.
 
 - DT: trained with the recipe's defaults, then evaluated (10 episodes) conditioned on
   three targets: the 10% quantile, the median and the best episode return of the dataset.
 - ODT: on "medium", the evaluation return after the offline pre-training and at the end.
 - RLHF: ``tutorials/rlhf_example.py`` (reward-model accuracy, RM scores, KL, seconds).
 
-Usage: ``python bench_dt_rlhf.py [dt] [odt] [rlhf]`` (default: all), with
-``DT_RLHF_DATA=folder`` for the datasets (made there when missing).
+Usage: ``python bench_dt_rlhf.py run dt NAME SEED`` / ``run odt SEED [key=value ...]`` /
+``run rlhf`` (one case each, saved), ``table`` (the tables from the saved cases), or no
+argument (everything), with ``DT_RLHF_DATA=folder`` for the datasets (made when missing).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from _common import RESULTS_DIR, smoke, write_table
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("DT_RLHF_DATA", ROOT / "benchmarks" / "results" / "dt_data"))
 SEEDS = (0,) if smoke() else (0, 1, 2)
-PARTS = (500, 1000, 1500, 2000, 2500)
+PARTS = (500, 1000, 1500, 2000, 2500, 3000)
 
 
 def _cli(*args) -> None:
@@ -98,7 +100,7 @@ def episode_returns(path: Path) -> torch.Tensor:
     return sums[ids[ends].unique()]  # episodes that end inside the file
 
 
-def evaluate(recipe, cfg, policy, target_return: float, episodes: int = 10) -> float:
+def evaluate(recipe, cfg, policy, target_return: float, episodes: int = 50) -> float:
     from torchrl_lite.envs import ExplorationType, set_exploration_type
 
     cfg = dataclasses.replace(cfg, target_return=target_return)
@@ -185,23 +187,36 @@ def odt_rows() -> list:
     ]]  # fmt: skip
 
 
-def bench_rlhf() -> list:
-    rows = []
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench_rlhf() -> None:
+    """Run the example for each seed; save ``rlhf_s{seed}.json`` with wall and CPU seconds."""
     for seed in SEEDS:
         out = RESULTS_DIR / f"rlhf_s{seed}.json"
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _children_cpu()
         subprocess.run(
             [sys.executable, "tutorials/rlhf_example.py", "--seed", str(seed), "--json", str(out)],
             check=True, cwd=ROOT,
         )  # fmt: skip
         info = json.loads(out.read_text())
         info["wall"] = time.perf_counter() - start
-        rows.append(info)
+        info["cpu"] = _children_cpu() - cpu  # the example's CPU seconds (user + system)
+        out.write_text(json.dumps(info, indent=2))
         print("rlhf", seed, info, flush=True)
+
+
+def rlhf_rows() -> list:
+    runs = [json.loads(p.read_text()) for p in sorted(RESULTS_DIR.glob("rlhf_s*.json"))]
     return [[
-        f"seed {i}", f"{r['rm_accuracy']:.3f}", f"{r['score_reference']:.2f}",
+        f"seed {r['seed']}", f"{r['rm_accuracy']:.3f}", f"{r['score_reference']:.2f}",
         f"{r['score_policy']:.2f}", f"{r['kl']:.3f}", f"{r['kl_bound']}", f"{r['wall']:.0f}",
-    ] for i, r in enumerate(rows)]  # fmt: skip
+        f"{r['cpu']:.0f}",
+    ] for r in runs]  # fmt: skip
 
 
 def main(selected: list[str]) -> None:
@@ -221,6 +236,7 @@ def main(selected: list[str]) -> None:
             name, out = "", odt_case(files["medium"], seed, **changes)
             out["changes"] = changes
         else:
+            bench_rlhf()
             write_table("rlhf", *_rlhf_table())
             return
         (RUNS / f"{kind}-{name}-s{seed}.json").write_text(json.dumps(out, indent=2))
@@ -235,29 +251,63 @@ def main(selected: list[str]) -> None:
                 )
         for seed in SEEDS:
             (RUNS / f"odt--s{seed}.json").write_text(json.dumps(odt_case(files["medium"], seed)))
-        write_table("rlhf", *_rlhf_table())
+        bench_rlhf()
+    write_table("rlhf", *_rlhf_table())
     write_table(
         "dt", "Decision Transformer on Pendulum-v1 datasets from SAC runs",
         ["dataset", "target", "dataset mean", "eval return median (worst)", "seeds",
          "gradient steps", "train s"],
         dt_rows(),
-        notes="Evaluation: 10 episodes per seed, deterministic, conditioned on the target "
-        "(the dataset's 10% quantile, median and best episode return).",
+        notes="Evaluation: 50 episodes per seed, deterministic, conditioned on the target "
+        "(the dataset's 10% quantile, median and best episode return); `dt` recipe defaults "
+        "(width 32, 2 blocks, K=10, batch 32, lr 1e-3, no per-timestep embedding). "
+        "Datasets (`torchrl-lite dataset --noise 0.1` from `train sac --seed 0` runs): "
+        "medium = 40k transitions of the 3000-frame SAC policy (it scores -618 on the "
+        "evaluation starts, random actions -1185); medium-replay = 8k of each of the "
+        "500 ... 3000-frame policies. An earlier medium file from the 2500-frame policy "
+        "(mean -1056; that policy scores -1078 on the evaluation starts, i.e. random-level) "
+        "gave -1080 to -1120 at every target after 2000 and 8000 steps (with per-timestep "
+        "embeddings; not rerun without), below its mean. medium-replay, seed 0: 9000 steps "
+        "gave -1483 / -1444 / -1189 (no better than 3000); at 3000 steps, targets -900 / "
+        "-700 / -600 gave -1418 / -1318 / -1270: the return follows the target but stays "
+        "far from the 3000-frame policy's -618 that wrote 1/6 of the file. "
+        "Train s: wall seconds on the shared 2-core machine (load 5-14); the same 3000 "
+        "steps take about 65 s on an idle core (21 ms per step).",
     )  # fmt: skip
     write_table(
         "odt", "Online Decision Transformer on Pendulum-v1 (medium)",
         ["case", "offline start median (worst)", "end median (worst)", "gain median (worst)",
          "online env frames", "gradient steps (offline + online)", "train s"],
         odt_rows(),
+        notes="Evaluation: 50 episodes, deterministic, conditioned on `target_return`; "
+        "settings: " + ", ".join(f"{k}={v}" for k, v in _runs("odt-")[0].get("changes", {}).items())
+        + " (`train odt key=value`). Train s: wall seconds on the shared 2-core machine. "
+        + _odt_seen(),
     )  # fmt: skip
+
+
+def _odt_seen() -> str:
+    """Per seed: offline start -> end, and the range of the online collections' returns."""
+    runs = _runs("odt-")
+    if not runs:
+        return ""
+    per = "; ".join(
+        f"seed {r['seed']}: {r['offline']:.0f} -> {r['final']:.0f}, collections "
+        f"{min(c[1] for c in r['collections']):.0f} to {max(c[1] for c in r['collections']):.0f}"
+        for r in runs
+    )
+    return f"Per seed (collections: mean return of the sampled episodes added): {per}."
 
 
 def _rlhf_table():
     return (
         "RLHF example (tutorials/rlhf_example.py)",
         ["seed", "RM held-out accuracy", "RM score reference", "RM score fine-tuned",
-         "KL to reference (nats/sequence)", "KL bound", "wall s"],
-        bench_rlhf(),
+         "KL to reference (nats/sequence)", "KL bound", "wall s", "CPU s"],
+        rlhf_rows(),
+        "Defaults: beta 0.2 adapted toward 2.5 nats per sequence, KL in the reward. Wall s: "
+        "the whole example at nice 15 on the shared 2-core machine (load 5-14); CPU s: its "
+        "user + system seconds (one torch thread), i.e. about a minute on a free core.",
     )  # fmt: skip
 
 

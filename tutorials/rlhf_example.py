@@ -12,7 +12,10 @@ preferences, fine-tune the LM with PPO under a KL leash to the reference.
    the end), with a KL penalty to the frozen pre-trained LM. ``--kl reward`` (default)
    puts ``-beta * (log pi_old - log pi_ref)`` in each token's reward
    (:class:`KLRewardPenalty`); ``--kl loss`` adds ``beta * KL(pi || pi_ref)`` to the PPO
-   loss instead (:class:`KLPenalizedPPOLoss`).
+   loss instead (:class:`KLPenalizedPPOLoss`). ``beta`` starts at ``--beta`` and adapts
+   after each PPO iteration toward ``--kl-target`` nats per sequence (Ziegler et al.
+   2019's controller; ``--kl-target 0`` keeps it fixed), so the KL stays under
+   ``KL_BOUND`` whatever the seed.
 5. Report: held-out RM accuracy, the mean RM score of 512 sequences of the reference and
    of the fine-tuned policy, the fine-tuned policy's KL to the reference (nats per
    sequence, sampled) and the true rule (mean count of ``a``).
@@ -63,6 +66,8 @@ PAIRS = 128 if SMOKE else 1500
 PPO_ITERS = 2 if SMOKE else 25
 KL_BOUND = 4.0
 """The stated bound on the fine-tuned policy's KL to the reference (nats per sequence)."""
+KL_TARGET = 2.5
+"""The KL (nats per sequence) the adaptive ``beta`` steers to (``--kl-target 0``: fixed)."""
 
 
 # -- the tokenizer and the models ----------------------------------------------------------
@@ -217,9 +222,16 @@ def finetune(
     iters: int,
     seed: int,
     envs: int = 32,
+    kl_target: float | None = None,
 ) -> list:
     """PPO iterations of ``envs * MAX_LENGTH`` tokens; returns the mean end-of-sequence
-    reward (score and KL penalty of the last token) of each iteration."""
+    reward (score and KL penalty of the last token) of each iteration.
+
+    ``kl_target`` (nats per sequence; None: ``beta`` stays fixed) adapts ``beta`` after
+    each iteration as in Ziegler et al. 2019 (https://arxiv.org/abs/1909.08593):
+    ``beta *= 1 + clip(KL / kl_target - 1, -0.2, 0.2)``, with ``KL`` the batch's sampled
+    ``sum_t log pi_old - log pi_ref`` per finished sequence (their rate ``K_beta = 0.1``
+    per step is for far more steps; here it is 1 per iteration, i.e. at most 20%)."""
     env = make_env(tokens, envs, seed, reward_fn=rm)
     steps = envs * MAX_LENGTH
     collector = SyncDataCollector(env, actor, frames_per_batch=steps, total_frames=steps * iters)
@@ -237,11 +249,11 @@ def finetune(
             normalize_advantage=True,
         )
         penalty = None
+    meter = penalty if penalty is not None else KLRewardPenalty(reference, 0.0)  # kl_ref only
     optim = torch.optim.Adam(loss_fn.parameters(), lr=5e-4)
     history = []
     for batch in collector:
-        if penalty is not None:
-            batch = penalty(batch)
+        batch = meter(batch)  # with the penalty in the reward (``--kl reward``)
         with torch.no_grad():
             batch = gae(batch)
         flat = batch.reshape(-1)
@@ -255,6 +267,10 @@ def finetune(
                 optim.step()
         done = batch["next", "done"]
         history.append(float(batch["next", "reward"][done].mean()) if done.any() else float("nan"))
+        if kl_target:
+            kl_seq = float(batch["kl_ref"].sum()) / max(1, int(done.sum()))
+            beta *= 1.0 + min(0.2, max(-0.2, kl_seq / kl_target - 1.0))
+            (penalty if penalty is not None else loss_fn).beta = beta
         collector.update_policy_weights_()
     collector.shutdown()
     return history
@@ -280,7 +296,13 @@ def sequence_kl(actor, reference, seqs: TensorDict) -> float:
     return float(total.mean())
 
 
-def main(seed: int = 0, kl: str = "reward", hf: bool = False, beta: float = 0.2) -> dict:
+def main(
+    seed: int = 0,
+    kl: str = "reward",
+    hf: bool = False,
+    beta: float = 0.2,
+    kl_target: float | None = KL_TARGET,
+) -> dict:
     torch.manual_seed(seed)
     start = time.perf_counter()
     gen = torch.Generator().manual_seed(seed)
@@ -302,15 +324,16 @@ def main(seed: int = 0, kl: str = "reward", hf: bool = False, beta: float = 0.2)
     actor = token_actor(copy.deepcopy(lm))
     critic = token_critic(copy.deepcopy(lm))
     history = finetune(
-        actor, reference, critic, rm, tokens, kl=kl, beta=beta, iters=PPO_ITERS, seed=seed + 2
-    )
+        actor, reference, critic, rm, tokens, kl=kl, beta=beta, iters=PPO_ITERS, seed=seed + 2,
+        kl_target=kl_target,
+    )  # fmt: skip
     ref_seqs = sample_sequences(reference, tokens, 512, seed + 3)
     new_seqs = sample_sequences(actor, tokens, 512, seed + 3)
     with torch.no_grad():
         score_ref = rm(ref_seqs["tokens"], ref_seqs["length"]).mean().item()
         score_new = rm(new_seqs["tokens"], new_seqs["length"]).mean().item()
     info = {
-        "seed": seed, "kl_mode": kl, "hf": hf, "beta": beta, "pretrain_loss": pretrain_loss,
+        "seed": seed, "kl_mode": kl, "hf": hf, "beta": beta, "kl_target": kl_target, "pretrain_loss": pretrain_loss,
         "pairs": len(pairs), "rm_accuracy": held_out, "score_reference": score_ref,
         "score_policy": score_new, "kl": sequence_kl(actor, reference, new_seqs),
         "kl_bound": KL_BOUND, "rule_reference": rule_score(ref_seqs, a_id).mean().item(),
@@ -325,11 +348,14 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kl", choices=["reward", "loss"], default="reward")
     parser.add_argument("--beta", type=float, default=0.2)
+    parser.add_argument(
+        "--kl-target", type=float, default=KL_TARGET, help="adaptive beta's KL (0: fixed beta)"
+    )
     parser.add_argument("--hf", action="store_true", help="a Hugging Face GPT-2 (tiny, random)")
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("TORCHRL_LITE_THREADS", "1")))
-    result = main(args.seed, args.kl, args.hf, args.beta)
+    result = main(args.seed, args.kl, args.hf, args.beta, args.kl_target or None)
     print(json.dumps({k: v for k, v in result.items() if k != "reward_history"}, indent=2))
     if args.json:
         with open(args.json, "w") as f:
