@@ -1,0 +1,78 @@
+"""Synchronous collection with preemption thresholds (a round ends once a fraction of the
+workers has delivered, the others returning what they hold, at least a fraction of their
+batch), and the resource check against what is free in a shared Ray session."""
+
+import pytest
+
+from tests.scheme import doubles
+from torchrl_lite import Learner
+from torchrl_lite.scheme import Scheme
+
+pytestmark = pytest.mark.ray
+ray = pytest.importorskip("ray", reason="the distributed tests need ray")
+
+
+def test_preempted_round_takes_the_fast_worker_batch_and_a_fraction_of_the_slow_one(
+    ray_session,
+):
+    """2 workers x 2 envs x 20 steps in 4 chunks of 5 steps; worker 1 sleeps 0.25 s per
+    step (a full batch: 4 s). With col_fraction_workers=0.5 the round ends once worker 0
+    has delivered its 2 x 20 = 40 frames; worker 1 is preempted and must first hold
+    ceil(0.75 * 4) = 3 chunks: 2 x 15 = 30 frames. The round: 40 + 30 = 70 frames."""
+    factories = {
+        **doubles.factories(),
+        "train_envs_factory": doubles.make_slow_envs_factory(1, 0.2),
+    }
+    scheme = Scheme(**factories, col_remote_workers=2, col_fraction_workers=0.5,
+                    col_fraction_samples=0.75, col_preemption_chunks=4, seed=1)  # fmt: skip
+    try:
+        results = scheme.local.collection.collect(scheme.local._current_weights, 0)
+        (fast, fast_meta), (slow, slow_meta) = results  # in worker order
+        assert list(fast.batch_size) == [2, 20] and not fast_meta["preempted"]
+        assert list(slow.batch_size) == [2, 15] and slow_meta["preempted"]
+        assert fast_meta["frames"] + slow_meta["frames"] == 70
+        # the preempted worker's next round is whole again when nobody preempts it
+        learner = Learner(scheme, target_steps=10_000)
+        info = learner.step()
+        assert info["frames"] == 70  # the same thresholds in the Learner's rounds
+    finally:
+        scheme.shutdown()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"col_fraction_samples": 0.0}, r"col_fraction_samples=0.0 must be a fraction in \(0, 1\]"),
+        ({"col_fraction_samples": 1.5}, r"col_fraction_samples=1.5 must be a fraction in \(0, 1\]"),
+        ({"col_fraction_workers": 2}, r"col_fraction_workers=2 must be a fraction in \(0, 1\]"),
+        ({"col_preemption_chunks": 0}, "col_preemption_chunks=0 must be >= 1"),
+    ],
+)  # fmt: skip
+def test_preemption_bad_input(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Scheme(**doubles.factories(), **kwargs)
+
+
+def test_preemption_chunks_not_dividing_the_batch(ray_session):
+    """20 steps per batch cannot be cut in 3 chunks: an error before any worker starts."""
+    with pytest.raises(ValueError, match=r"steps_per_collection=20 is not divisible by the "
+                       r"preemption chunks \(3\)"):  # fmt: skip
+        Scheme(**doubles.factories(), col_remote_workers=2, col_fraction_workers=0.5,
+               col_preemption_chunks=3)  # fmt: skip
+
+
+def test_second_scheme_fails_fast_on_free_resources(ray_session):
+    """The suite's Ray session has 2 CPUs; a live Scheme's 2 collection workers hold both,
+    so a second Scheme asking for 2 more fails with the free/required resources (instead
+    of waiting for its workers' start-up timeout)."""
+    first = Learner(Scheme(**doubles.factories(), col_remote_workers=2), target_steps=10_000)
+    try:
+        first.step()
+        with pytest.raises(ValueError) as info:
+            Scheme(**doubles.factories(), col_remote_workers=2, worker_timeout=600)
+        message = str(info.value)
+        assert "request 2 CPU in all (col_worker_resources={'num_cpus': 1} x 2 workers)" in message
+        assert "only 0 of the Ray cluster's 2 CPU are free (ray.available_resources()" in message
+        assert "another Scheme still running" in message
+    finally:
+        first.close()
