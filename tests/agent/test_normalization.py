@@ -114,3 +114,44 @@ def test_normalize_obs_bad_input():
     with pytest.raises(ValueError, match=r"grad_remote_workers=2 with an actor built with "
                        r"normalize_obs=True"):  # fmt: skip
         Scheme(**factories, grad_remote_workers=2)
+
+
+def _pendulum_factories():
+    from torchrl_lite.agent.env import VecEnv
+    from torchrl_lite.envs import gym_train_env_factory
+
+    envs, act, obs = VecEnv.create_factory(gym_train_env_factory, {"env_id": "Pendulum-v1"}, 2)
+    return {
+        "algo_factory": PPO.create_factory(num_epochs=1, mini_batch_size=32),
+        "actor_factory": OnPolicyActor.create_factory(obs, act, normalize_obs=True),
+        "storage_factory": GAEBuffer.create_factory(size=32, normalize_reward=True),
+        "train_envs_factory": envs,
+    }
+
+
+def test_learner_checkpoint_keeps_both_normalizations(tmp_path):
+    """2 rounds of 2 envs x 32 steps (2 minibatches each) in one process: the checkpoint
+    holds the actor's observation statistics and the storage's reward statistics."""
+    from torchrl_lite import Learner
+
+    learner = Learner(Scheme(**_pendulum_factories(), seed=3), 10_000, log_dir=tmp_path)
+    for _ in range(5):  # the 5th step collects round 3: rounds 1-2 are in the statistics
+        learner.step()
+    worker = learner.scheme.local
+    assert worker.actor.normalizers()[0].count.item() == 128
+    assert worker.storage.reward_normalizer.count == 192
+    learner.save_checkpoint()
+    model = learner.save_model()
+    learner.close()
+    resumed = Learner(Scheme(**_pendulum_factories(), seed=99), 10_000, log_dir=tmp_path)
+    resumed.load_checkpoint()
+    other = resumed.scheme.local
+    for a, b in zip(worker.actor.normalizers(), other.actor.normalizers()):
+        assert torch.equal(a.mean, b.mean) and torch.equal(a.var, b.var) and a.count == b.count
+    assert (
+        other.storage.reward_normalizer.state_dict()
+        == worker.storage.reward_normalizer.state_dict()
+    )
+    resumed.close()
+    saved = torch.load(model, weights_only=True)
+    assert any(k.endswith("norm.mean") for k in saved)  # the evaluation's actor file too
