@@ -238,6 +238,11 @@ def report(run_dir: str) -> None:
     table = [[int(r["frames"]), float(r["train_seconds"]), float(r["eval_mean"]),
               float(r["eval_min"]), float(r["eval_max"])] for r in rows]  # fmt: skip
     best = max((r[2] for r in table), default=float("nan"))
+    with (run / "train.csv").open() as f:
+        train_rows = list(csv.DictReader(f))
+    last = train_rows[-1] if train_rows else {"frames": 0, "seconds": 1}
+    fps = int(last["frames"]) / max(float(last["seconds"]), 1e-9)
+    recent = [float(r["mean_return"]) for r in train_rows[-20:] if r["mean_return"]]
     write_table(
         "scheme_halfcheetah",
         "Scheme: PPO on HalfCheetahBulletEnv-v0, 2 Ray collection workers (deterministic eval)",
@@ -247,7 +252,11 @@ def report(run_dir: str) -> None:
             f"benchmarks/scheme_halfcheetah.py (SB3 rl-zoo's PPO values, no gSDE, log-std init "
             f"{LOG_STD_INIT}; observation and reward normalization), run folder {run}; one "
             f"seed, nice 19 on a shared 2-core machine. Best deterministic mean so far "
-            f"{best:.0f}; target >= 2,000 at 2M frames (SB3 zoo PPO: 2,925)."
+            f"{best:.0f}; target >= 2,000 at 2M frames (SB3 zoo PPO: 2,925). Training so far: "
+            f"{int(last['frames']):,} frames in {float(last['seconds']):,.0f} s ({fps:.0f} "
+            f"frames/s overall, collection and 20 epochs of updates; at this rate 2M frames "
+            f"take {2e6 / max(fps, 1e-9) / 3600:.1f} h); mean training return of the last "
+            f"rounds {statistics.fmean(recent) if recent else float('nan'):.0f}."
         ),
     )
 
