@@ -105,37 +105,38 @@ def ray_cost_ms(ray, batch) -> float:
     return 1000 * statistics.median(times[2:])
 
 
-def worker_seconds(collector, rounds: int = 5) -> tuple[float, float]:
-    """``(t_c, fps)``: the median over ``rounds`` synchronous rounds (every worker of
-    ``collector`` collecting one batch at once, new weights sent each round) of the slowest
-    worker's own seconds per batch (each worker times itself), and the frames/s of those
-    rounds measured on the driver, at the same time."""
+def worker_seconds(collector, rounds: int = 5) -> tuple[float, float, int]:
+    """``(t_c, fps, frames)``: over ``rounds`` synchronous rounds (every worker of
+    ``collector`` collecting one batch at once, new weights sent each round), the median of
+    the slowest worker's own seconds per batch (each worker times itself), the frames/s of
+    those rounds measured on the driver at the same time, and a worker's frames per batch
+    (a sync ``RayCollector`` splits ``frames_per_batch`` over its workers)."""
     import ray
-
-    group = collector.group
     from tensordict import TensorDict
 
+    group = collector.group
     state = TensorDict.from_module(collector.policy).data.clone()
-    slowest, walls = [], []
+    slowest, walls, frames = [], [], 0
     for i in range(rounds):
         start = time.perf_counter()
         weights = ray.put(state + 0)  # new weights each round, as a training loop
         metas = group.gather({w: group.call(w, "collect", weights, i) for w in range(group.count)})
         walls.append(time.perf_counter() - start)
         slowest.append(max(meta["seconds"] for _, meta in metas.values()))
-    return statistics.median(slowest), group.count * FRAMES_PER_BATCH / statistics.median(walls)
+        frames = max(meta["frames"] for _, meta in metas.values())
+    return statistics.median(slowest), group.count * frames / statistics.median(walls), frames
 
 
-def predicted_fps(n: int, t_c: float, o: float) -> float:
+def predicted_fps(n: int, t_c: float, o: float, frames: int = FRAMES_PER_BATCH) -> float:
     """The scaling model: a synchronous round of ``n`` workers takes the slowest worker's
     ``t_c`` plus ``n`` times Ray's per-batch cost ``o`` on the driver (batches arrive one
-    after the other), for ``n * FRAMES_PER_BATCH`` frames.
+    after the other), for ``n * frames`` frames (``frames`` per worker).
 
     Example:
         >>> round(predicted_fps(2, 0.5, 0.01))
         3846
     """
-    return n * FRAMES_PER_BATCH / (t_c + n * o)
+    return n * frames / (t_c + n * o)
 
 
 def collection() -> dict:
@@ -152,7 +153,9 @@ def collection() -> dict:
     }
     iter(collectors["MultiSyncDataCollector(2)"]).__next__()  # its workers are up
     # 3 logical CPUs: RayCollector(1) and (2) live together (timed one after the other)
-    ray.init(num_cpus=3, include_dashboard=False, object_store_memory=200 * 1024**2)
+    ray.init(
+        address="local", num_cpus=3, include_dashboard=False, object_store_memory=200 * 1024**2
+    )
     collectors |= {
         "RayCollector(1)": RayCollector(
             make_env, policy, frames_per_batch=FRAMES_PER_BATCH, num_collectors=1
@@ -178,14 +181,16 @@ def collection() -> dict:
     rounds = {n: worker_seconds(collectors[f"RayCollector({n})"]) for n in (1, 2)}
     t_c = {n: r[0] for n, r in rounds.items()}
     round_fps = {n: r[1] for n, r in rounds.items()}
+    per_worker = {n: r[2] for n, r in rounds.items()}
     batch = collectors["SyncDataCollector"].next()
     for c in collectors.values():
         c.shutdown()
     cost = ray_cost_ms(ray, batch)
     ray.shutdown()
     o = cost / 1000
-    model = {n: predicted_fps(n, t_c[n], o) for n in (1, 2)}
-    nodes = {n: predicted_fps(n, t_c[1], o) for n in (4, 8, 16)}  # a core per worker
+    model = {n: predicted_fps(n, t_c[n], o, per_worker[n]) for n in (1, 2)}
+    # N nodes, a core per worker, each worker a whole batch per round (as the Scheme's)
+    nodes = {n: predicted_fps(n, t_c[1], o, per_worker[1]) for n in (4, 8, 16)}
     sync, multi = fps["SyncDataCollector"], fps["MultiSyncDataCollector(2)"]
     rows = [
         ["SyncDataCollector", sync, 1.0, "-"],
@@ -225,12 +230,14 @@ def collection() -> dict:
         notes=(
             f"frames_per_batch={FRAMES_PER_BATCH}, {BATCHES} batches per run, median of "
             f"{REPEATS} interleaved runs, 1 torch thread per process, {os.cpu_count()} CPUs, "
-            f"load average {_load():.1f}. Model: frames/s(N) = N * F / (t_c(N) + N * o), "
+            f"load average {_load():.1f}. Model: frames/s(N) = N * F_w / (t_c(N) + N * o), "
+            f"F_w a worker's frames per batch (RayCollector(N) sync: {FRAMES_PER_BATCH} / N), "
             f"t_c(N) the slowest worker's own seconds per batch while N run (measured: "
-            f"t_c(1)={t_c[1] * 1000:.1f} ms, t_c(2)={t_c[2] * 1000:.1f} ms; it grows with N only "
-            f"when the workers share cores), o={cost:.2f} ms Ray's cost per batch on the "
-            f"driver. On N nodes with a core per worker t_c stays t_c(1): the 'N nodes' rows; "
-            f"the ceiling is F / o = {FRAMES_PER_BATCH / max(o, 1e-9):,.0f} frames/s."
+            f"t_c(1)={t_c[1] * 1000:.1f} ms for {per_worker[1]} frames, t_c(2)="
+            f"{t_c[2] * 1000:.1f} ms for {per_worker[2]}), o={cost:.2f} ms Ray's cost per batch "
+            f"on the driver. 'N nodes' rows: a core per worker, each worker a whole "
+            f"{per_worker[1]}-frame batch per round (as the Scheme's), t_c = t_c(1); the ceiling "
+            f"is F_w / o = {per_worker[1] / max(o, 1e-9):,.0f} frames/s."
         ),
     )
     return fps
@@ -282,7 +289,7 @@ def learn(layout, seed: int, max_frames: int) -> dict:
 def learning(seeds, max_frames: int, layouts=None) -> None:
     import ray
 
-    ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
+    ray.init(address="local", num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
              object_store_memory=200 * 1024**2)  # fmt: skip
     rows = []
     for layout in [lay for lay in LAYOUTS if layouts is None or lay[0] in layouts]:
