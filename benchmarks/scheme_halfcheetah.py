@@ -272,7 +272,7 @@ def main(argv=None) -> None:
     parser.add_argument("--eval-every", type=int, default=50_000)
     parser.add_argument("--eval-episodes", type=int, default=3)
     parser.add_argument("--checkpoint-every", type=float, default=240.0, help="seconds")
-    parser.add_argument("--worker-timeout", type=float, default=1800.0)
+    parser.add_argument("--worker-timeout", type=float, default=14400.0, help="seconds")
     parser.add_argument("--report", action="store_true", help="write the results table only")
     args = parser.parse_args(argv)
     if args.report:
