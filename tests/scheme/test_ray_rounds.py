@@ -90,6 +90,9 @@ def _sync_run(seed, steps=6):
         learner.close()
 
 
+# two Scheme start-ups (4 worker processes): `make test-all`; the fast suite covers the same
+# property through test_ray.py's equality with a seeded local loop
+@pytest.mark.slow
 def test_sync_ray_runs_are_reproducible_with_a_fixed_seed(ray_session):
     """Two runs of 2 synchronous collection workers from seed 5 (new worker processes each
     time) give the same weights, frames and episode returns, bit for bit."""
