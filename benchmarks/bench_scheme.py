@@ -8,16 +8,18 @@ and PPO on Pendulum-v1 to -200 with several Scheme layouts.
 * Ray's own cost per batch: a ``RolloutWorker`` actor whose collector returns a ready
   1000-frame batch, called with new weights each time: weights out + batch back, median ms
   (target <= 1 ms).
-* Scaling model: with ``t_c`` one worker's seconds per batch (measured inside the worker)
-  and ``o`` Ray's cost per batch (the driver receives batches one after the other), a
-  synchronous round of N workers takes ``t_c + N * o``, so frames/s(N) = ``N * F / (t_c +
-  N * o)`` while every worker has a core (N nodes x c cores: N * c workers). Checked
-  against the measured N = 1, 2.
+* Scaling model: with ``t_c(N)`` the slowest worker's own seconds per batch while N
+  workers collect (measured inside the workers) and ``o`` Ray's cost per batch (the
+  driver receives batches one after the other), a synchronous round of N workers takes
+  ``t_c(N) + N * o``, so frames/s(N) = ``N * F / (t_c(N) + N * o)``. Checked against the
+  measured N = 1, 2; for N nodes with a core per worker ``t_c(N) = t_c(1)``.
 * Learning: PPO (the recipe's values through ``torchrl_lite.agent``) on Pendulum-v1 until
   the mean of the last 10 episode returns reaches -200, for 1/1, 2x1 sync, 2x1 async and
   1x2 sync: frames and seconds (Scheme start-up reported apart), per seed.
 
-Run: ``python benchmarks/bench_scheme.py [collection|learning|all] [--seeds 0 1 2]``.
+Run: ``python benchmarks/bench_scheme.py [collection|learning|all] [--seeds 0 1 2]``;
+``python benchmarks/bench_scheme.py halfcheetah [--run-dir DIR] [--resume]`` runs the seed's
+task to 2M frames (``benchmarks/scheme_halfcheetah.py``, hours; not part of ``all``).
 Ray needs idle cores: on a loaded machine the figures say little (the load is printed).
 """
 
@@ -103,6 +105,40 @@ def ray_cost_ms(ray, batch) -> float:
     return 1000 * statistics.median(times[2:])
 
 
+def worker_seconds(collector, rounds: int = 5) -> tuple[float, float, int]:
+    """``(t_c, fps, frames)``: over ``rounds`` synchronous rounds (every worker of
+    ``collector`` collecting one batch at once, new weights sent each round), the median of
+    the slowest worker's own seconds per batch (each worker times itself), the frames/s of
+    those rounds measured on the driver at the same time, and a worker's frames per batch
+    (a sync ``RayCollector`` splits ``frames_per_batch`` over its workers)."""
+    import ray
+    from tensordict import TensorDict
+
+    group = collector.group
+    state = TensorDict.from_module(collector.policy).data.clone()
+    slowest, walls, frames = [], [], 0
+    for i in range(rounds):
+        start = time.perf_counter()
+        weights = ray.put(state + 0)  # new weights each round, as a training loop
+        metas = group.gather({w: group.call(w, "collect", weights, i) for w in range(group.count)})
+        walls.append(time.perf_counter() - start)
+        slowest.append(max(meta["seconds"] for _, meta in metas.values()))
+        frames = max(meta["frames"] for _, meta in metas.values())
+    return statistics.median(slowest), group.count * frames / statistics.median(walls), frames
+
+
+def predicted_fps(n: int, t_c: float, o: float, frames: int = FRAMES_PER_BATCH) -> float:
+    """The scaling model: a synchronous round of ``n`` workers takes the slowest worker's
+    ``t_c`` plus ``n`` times Ray's per-batch cost ``o`` on the driver (batches arrive one
+    after the other), for ``n * frames`` frames (``frames`` per worker).
+
+    Example:
+        >>> round(predicted_fps(2, 0.5, 0.01))
+        3846
+    """
+    return n * frames / (t_c + n * o)
+
+
 def collection() -> dict:
     import ray
 
@@ -117,7 +153,9 @@ def collection() -> dict:
     }
     iter(collectors["MultiSyncDataCollector(2)"]).__next__()  # its workers are up
     # 3 logical CPUs: RayCollector(1) and (2) live together (timed one after the other)
-    ray.init(num_cpus=3, include_dashboard=False, object_store_memory=200 * 1024**2)
+    ray.init(
+        address="local", num_cpus=3, include_dashboard=False, object_store_memory=200 * 1024**2
+    )
     collectors |= {
         "RayCollector(1)": RayCollector(
             make_env, policy, frames_per_batch=FRAMES_PER_BATCH, num_collectors=1
@@ -140,16 +178,19 @@ def collection() -> dict:
     # one worker's own seconds per batch (inside the actor), for the scaling model
     from torchrl_lite.collectors.distributed.worker import RolloutWorker  # noqa: F401
 
-    single = collectors["RayCollector(1)"]
-    metas = [single.group.gather({0: single.group.call(0, "collect")})[0][1] for _ in range(5)]
-    t_c = statistics.median(m["seconds"] for m in metas)
+    rounds = {n: worker_seconds(collectors[f"RayCollector({n})"]) for n in (1, 2)}
+    t_c = {n: r[0] for n, r in rounds.items()}
+    round_fps = {n: r[1] for n, r in rounds.items()}
+    per_worker = {n: r[2] for n, r in rounds.items()}
     batch = collectors["SyncDataCollector"].next()
     for c in collectors.values():
         c.shutdown()
     cost = ray_cost_ms(ray, batch)
     ray.shutdown()
     o = cost / 1000
-    model = {n: n * FRAMES_PER_BATCH / (t_c + n * o) for n in (1, 2)}
+    model = {n: predicted_fps(n, t_c[n], o, per_worker[n]) for n in (1, 2)}
+    # N nodes, a core per worker, each worker a whole batch per round (as the Scheme's)
+    nodes = {n: predicted_fps(n, t_c[1], o, per_worker[1]) for n in (4, 8, 16)}
     sync, multi = fps["SyncDataCollector"], fps["MultiSyncDataCollector(2)"]
     rows = [
         ["SyncDataCollector", sync, 1.0, "-"],
@@ -168,18 +209,18 @@ def collection() -> dict:
             ">= 0.9x",
         ],  # fmt: skip
         ["Ray cost per batch (ms, weights out + batch back)", cost, "-", "<= 1 ms"],
-        [
-            "scaling model N=1 (frames/s) vs measured",
-            model[1],
-            model[1] / fps["RayCollector(1)"],
-            "~1",
-        ],  # fmt: skip
-        [
-            "scaling model N=2 (frames/s) vs measured",
-            model[2],
-            model[2] / fps["RayCollector(2)"],
-            "~1",
-        ],  # fmt: skip
+    ]
+    for n in (1, 2):
+        rows += [
+            [f"N={n}: measured frames/s of the model's rounds", round_fps[n], "-", "-"],
+            [f"N={n}: scaling model (frames/s) vs those rounds", model[n],
+             model[n] / round_fps[n], "0.8-1.25"],
+            [f"N={n}: scaling model vs RayCollector({n}) above", model[n],
+             model[n] / fps[f"RayCollector({n})"], "-"],
+        ]  # fmt: skip
+    rows += [
+        [f"scaling model N={n} nodes (frames/s, t_c of N=1)", v, v / model[1], "-"]
+        for n, v in nodes.items()
     ]
     write_table(
         "scheme_collection",
@@ -189,8 +230,14 @@ def collection() -> dict:
         notes=(
             f"frames_per_batch={FRAMES_PER_BATCH}, {BATCHES} batches per run, median of "
             f"{REPEATS} interleaved runs, 1 torch thread per process, {os.cpu_count()} CPUs, "
-            f"load average {_load():.1f}. Model: t_c={t_c * 1000:.1f} ms per batch in one "
-            f"worker, o={cost:.2f} ms Ray cost per batch."
+            f"load average {_load():.1f}. Model: frames/s(N) = N * F_w / (t_c(N) + N * o), "
+            f"F_w a worker's frames per batch (RayCollector(N) sync: {FRAMES_PER_BATCH} / N), "
+            f"t_c(N) the slowest worker's own seconds per batch while N run (measured: "
+            f"t_c(1)={t_c[1] * 1000:.1f} ms for {per_worker[1]} frames, t_c(2)="
+            f"{t_c[2] * 1000:.1f} ms for {per_worker[2]}), o={cost:.2f} ms Ray's cost per batch "
+            f"on the driver. 'N nodes' rows: a core per worker, each worker a whole "
+            f"{per_worker[1]}-frame batch per round (as the Scheme's), t_c = t_c(1); the ceiling "
+            f"is F_w / o = {per_worker[1] / max(o, 1e-9):,.0f} frames/s."
         ),
     )
     return fps
@@ -242,7 +289,7 @@ def learn(layout, seed: int, max_frames: int) -> dict:
 def learning(seeds, max_frames: int, layouts=None) -> None:
     import ray
 
-    ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
+    ray.init(address="local", num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
              object_store_memory=200 * 1024**2)  # fmt: skip
     rows = []
     for layout in [lay for lay in LAYOUTS if layouts is None or lay[0] in layouts]:
@@ -266,11 +313,18 @@ def learning(seeds, max_frames: int, layouts=None) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("part", nargs="?", default="all", choices=["collection", "learning", "all"])
+    parser.add_argument("part", nargs="?", default="all",
+                        choices=["collection", "learning", "all", "halfcheetah"])  # fmt: skip
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--max-frames", type=int, default=20_000 if smoke() else 150_000)
     parser.add_argument("--layouts", nargs="*", default=None, help='e.g. "1/1" "2x1 sync"')
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if args.part == "halfcheetah":  # the seed's task, long run (not part of "all")
+        import scheme_halfcheetah
+
+        return scheme_halfcheetah.main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.part in ("collection", "all"):
         collection()
     if args.part in ("learning", "all"):

@@ -6,7 +6,9 @@ import pytest
 
 from tests.scheme import doubles
 
-RAY_ARGS = dict(num_cpus=2, include_dashboard=False, object_store_memory=200 * 1024**2)
+RAY_ARGS = dict(
+    address="local", num_cpus=2, include_dashboard=False, object_store_memory=200 * 1024**2
+)
 
 
 def init_session_ray():

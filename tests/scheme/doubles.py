@@ -243,3 +243,32 @@ def make_faulty_envs_factory(after, mode="raise", vec_env_size=2, only_col_worke
         return TransformedEnv(env, Compose(StepCounter(EPISODE_STEPS), RewardSum()))
 
     return factory
+
+
+class SlowPendulum(PendulumEnv):
+    """A PendulumEnv whose every step sleeps ``step_s`` seconds (a slow simulator)."""
+
+    def __init__(self, step_s, **kwargs):
+        super().__init__(**kwargs)
+        self._step_s = step_s
+
+    def _step(self, td):
+        import time
+
+        time.sleep(self._step_s)
+        return super()._step(td)
+
+
+def make_slow_envs_factory(slow_col_worker, step_s, vec_env_size=2):
+    """Collection worker ``slow_col_worker`` steps a ``SlowPendulum``, the others a
+    ``PendulumEnv``."""
+
+    def factory(device, initial_seed, index_col_worker=0, index_grad_worker=0):
+        seed = env_seed(initial_seed, index_grad_worker, index_col_worker)
+        if index_col_worker == slow_col_worker:
+            env = SlowPendulum(step_s, seed=seed, batch_size=[vec_env_size])
+        else:
+            env = PendulumEnv(seed=seed, batch_size=[vec_env_size])
+        return TransformedEnv(env, Compose(StepCounter(EPISODE_STEPS), RewardSum()))
+
+    return factory

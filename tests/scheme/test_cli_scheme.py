@@ -3,6 +3,8 @@ Learner (1/1 here: no Ray), the run folder, ``eval`` and ``--resume``."""
 
 import json
 
+import pytest
+
 from torchrl_lite.cli import evaluate, main
 
 
@@ -28,3 +30,24 @@ def test_cli_scheme_bad_worker_count(tmp_path, capsys):
     code = main(["train", "ppo", "--col-workers", "0", "--out", str(tmp_path / "r"), "--quiet"])
     assert code == 2
     assert "--col-workers must be >= 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.ray
+def test_cli_train_two_ray_col_workers_eval_and_resume(ray_session, tmp_path):
+    """``--col-workers 2`` in the suite's Ray session (the CLI reuses an initialised Ray):
+    2 workers x 2 envs x 128 steps = 512 frames a round; then ``eval`` and ``--resume``."""
+    out = tmp_path / "run"
+    args = ["train", "ppo", "--env", "Pendulum-v1", "--frames", "1024", "--col-workers", "2",
+            "--out", str(out), "--quiet", "num_envs=2", "frames_per_batch=256", "epochs=1",
+            "mini_batch_size=128"]  # fmt: skip
+    assert main(args) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["scheme"]["col_remote_workers"] == 2
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["frames"] == 1024 and summary["updates"] == 5  # 4 per round, 1 after 2nd
+    assert ray_session.is_initialized()  # the suite's session is still the one in use
+    mean, std = evaluate(str(out), episodes=1, max_steps=50)
+    assert mean < 0 and std == 0
+    assert main(["train", "--resume", str(out), "--quiet", "frames=2048"]) == 0
+    resumed = json.loads((out / "summary.json").read_text())
+    assert resumed["frames"] == 2048 and resumed["scheme"]["col_remote_workers"] == 2

@@ -118,6 +118,12 @@ class GradientWorker:
 
         require_ray()
         g, chunks = self.index, int(opts.get("chunks", 1))
+        steps = int(self.storage.steps_per_collection)
+        if steps % chunks:  # checked here: before any worker starts
+            raise ValueError(
+                f"storage.steps_per_collection={steps} is not divisible by the preemption "
+                f"chunks ({chunks}); use col_preemption_chunks dividing {steps}."
+            )
 
         def args_for(index, restarts):
             make = _collection_worker_make(factories, device, seed + restarts, g, index, chunks)
@@ -304,7 +310,8 @@ class GradientWorker:
             self.storage.load_state_dict(state["storage"])
         self.collection.load_state_dict(state["collection"])
         self._batches = None
-        replayable = bool(state.get("storage"))  # a storage whose state holds the pass's data
+        # a storage whose state holds the pass's data (on-policy ones keep statistics only)
+        replayable = bool(state.get("storage")) and not getattr(self.storage, "on_policy", False)
         if state["pass"] is not None and not replayable:
             self.storage.after_gradients()  # the rest of that pass is dropped: collect anew
         elif state["pass"] is not None:  # replay the pass's draws up to where it was

@@ -180,6 +180,12 @@ class Scheme:
         }
         self.local = self.group = None
         self._closed = False
+        if self.grad_workers > 1 and getattr(actor_factory, "kwargs", {}).get("normalize_obs"):
+            raise ValueError(
+                f"grad_remote_workers={self.grad_workers} with an actor built with "
+                f"normalize_obs=True: the observation statistics are updated by the one "
+                f"gradient worker; use grad_remote_workers=1 or normalize_obs=False."
+            )
         if self.remote:
             self._start_remote()
         else:

@@ -16,6 +16,7 @@ from torchrl_lite.agent.actors._common import (
     policy_action,
 )
 from torchrl_lite.agent.actors.feature_extractors import MLP
+from torchrl_lite.agent.normalization import RunningNorm
 from torchrl_lite.modules import OneHotCategorical, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.recipes.ppo import StateIndependentScale
 
@@ -27,14 +28,19 @@ def _network(extractor: nn.Module, out_features: int, *tail: nn.Module) -> nn.Mo
 
 
 class _Features(nn.Module):
-    """Calls an extractor on its entries (``forward(*tensors)``) and keeps its attributes."""
+    """Calls an extractor on its entries (``forward(*tensors)``) and keeps its attributes;
+    with ``norm`` (a ``RunningNorm``), the one observation is normalised first."""
 
-    def __init__(self, extractor: nn.Module):
+    def __init__(self, extractor: nn.Module, norm: nn.Module | None = None):
         super().__init__()
         self.extractor = extractor
         self.num_outputs = extractor.num_outputs
+        if norm is not None:
+            self.norm = norm
 
     def forward(self, *entries):
+        if hasattr(self, "norm"):
+            entries = (self.norm(entries[0]),)
         return self.extractor(*entries)
 
 
@@ -53,6 +59,10 @@ class OnPolicyActor(nn.Module):
         feature_extractor_kwargs: its keyword arguments (e.g. ``hidden_sizes``).
         recurrent_nets: must be False (see ``check_recurrent``).
         policy, value: ready-made networks instead (used by ``factories_from_recipe``).
+        normalize_obs: standardise Box observations with running statistics (a
+            ``RunningNorm`` in each network, updated by the gradient worker once per
+            round; saved with the weights, so evaluation uses them).
+        log_std_init: the initial log-std of the Box-action policy (the recipe's 0).
 
     Example:
         >>> obs_space = gymnasium.spaces.Box(-1, 1, (3,))
@@ -73,24 +83,39 @@ class OnPolicyActor(nn.Module):
         recurrent_nets: bool = False,
         policy: nn.Module | None = None,
         value: nn.Module | None = None,
+        normalize_obs: bool = False,
+        log_std_init: float = 0.0,
     ):
         super().__init__()
         check_recurrent(recurrent_nets)
         self.obs_space, self.action_space = obs_space, action_space
+        self.normalize_obs = bool(normalize_obs)
+        if self.normalize_obs and (
+            policy is not None or not isinstance(obs_space, gymnasium.spaces.Box)
+        ):
+            raise ValueError(
+                f"normalize_obs=True needs a Box observation space and the actor's own "
+                f"networks (policy=None), got {obs_space!r}"
+                f"{' and ready-made networks' if policy is not None else ''}."
+            )
         if policy is None:
             policy, value = self._build(obs_space, action_space, feature_extractor_network,
-                                        feature_extractor_kwargs or {})  # fmt: skip
+                                        feature_extractor_kwargs or {}, self.normalize_obs,
+                                        float(log_std_init))  # fmt: skip
         self.policy = policy
         self.value = value
         self.in_keys = list(policy.in_keys)
 
     @staticmethod
-    def _build(obs_space, action_space, extractor_cls, kwargs):
-        policy_features = _Features(extractor_cls(obs_space, **kwargs))
+    def _build(obs_space, action_space, extractor_cls, kwargs, normalize_obs, log_std_init):
+        def norm():
+            return RunningNorm(obs_space.shape) if normalize_obs else None
+
+        policy_features = _Features(extractor_cls(obs_space, **kwargs), norm())
         in_keys = list(policy_features.extractor.in_keys)
         if isinstance(action_space, gymnasium.spaces.Box):
             act_dim = int(action_space.shape[-1])
-            net = _network(policy_features, act_dim, StateIndependentScale(act_dim))
+            net = _network(policy_features, act_dim, StateIndependentScale(act_dim, log_std_init))
             low = torch.tensor(action_space.low, dtype=torch.float32)
             high = torch.tensor(action_space.high, dtype=torch.float32)
             policy = ProbabilisticActor(
@@ -112,7 +137,7 @@ class OnPolicyActor(nn.Module):
             raise TypeError(
                 f"OnPolicyActor supports Box and Discrete action spaces, got {action_space!r}."
             )
-        value_features = _Features(extractor_cls(obs_space, **kwargs))
+        value_features = _Features(extractor_cls(obs_space, **kwargs), norm())
         value = ValueOperator(_network(value_features, 1), in_keys=in_keys)
         return policy, value
 
@@ -125,15 +150,32 @@ class OnPolicyActor(nn.Module):
         feature_extractor_kwargs: dict | None = None,
         restart_model=None,
         recurrent_nets: bool = False,
+        normalize_obs: bool = False,
+        log_std_init: float = 0.0,
     ):
         """``actor_factory(device) -> OnPolicyActor``; with ``restart_model``, the weights
-        saved there (by ``Learner.save_model()``) are loaded."""
+        saved there (by ``Learner.save_model()``) are loaded (with ``normalize_obs``, the
+        observation statistics too)."""
         check_recurrent(recurrent_nets)
+        extra = {}  # only when set: factories pickled by older runs keep their kwargs
+        if normalize_obs:
+            extra["normalize_obs"] = True
+        if log_std_init:
+            extra["log_std_init"] = float(log_std_init)
         return ActorFactory(
             cls, restart_model, obs_space=obs_space, action_space=action_space,
             feature_extractor_network=feature_extractor_network,
-            feature_extractor_kwargs=feature_extractor_kwargs,
+            feature_extractor_kwargs=feature_extractor_kwargs, **extra,
         )  # fmt: skip
+
+    def normalizers(self) -> list:
+        """The actor's ``RunningNorm`` modules (empty without ``normalize_obs``)."""
+        return [m for m in self.modules() if isinstance(m, RunningNorm)]
+
+    def update_normalizers(self, obs: torch.Tensor) -> None:
+        """Merge observations ``[*B, *obs_shape]`` into every ``RunningNorm``."""
+        for norm in self.normalizers():
+            norm.update(obs)
 
     @property
     def recurrent_hidden_state_size(self) -> int:

@@ -7,6 +7,12 @@ worker), ``before_gradients()`` (advantages and value targets, no gradients), th
 minibatches (advantages recomputed with the latest critic at each epoch after the first
 when ``recompute_each_epoch``, as the PPO recipe's ``ShuffledMiniBatches``), then
 ``after_gradients()`` empties the storage.
+
+Normalization: with ``normalize_reward=True`` the rewards of each inserted batch are
+divided by the running std of the discounted return (``ReturnNormalizer``, its statistics
+in ``state_dict()``); with an actor built with ``normalize_obs=True``,
+``after_gradients()`` merges the round's observations into the actor's ``RunningNorm``
+statistics (so the next round collects and trains with the updated ones).
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
+from torchrl_lite import _keys as K
 from torchrl_lite.agent._factory import Factory, check_int
+from torchrl_lite.agent.normalization import ReturnNormalizer
 from torchrl_lite.objectives.value import GAE, TD1Estimator
 from torchrl_lite.recipes import ppo as ppo_recipe
 
@@ -24,8 +32,10 @@ __all__ = ["GAEBuffer", "OnPolicyGAEBuffer", "VanillaOnPolicyBuffer"]
 class _OnPolicyBuffer:
     on_policy = True
 
-    def __init__(self, device, actor, algo, size: int, recompute_each_epoch: bool):
+    def __init__(self, device, actor, algo, size: int, recompute_each_epoch: bool,
+                 normalize_reward: bool = False):  # fmt: skip
         check_int(type(self).__name__, "size", size)
+        self.reward_normalizer = ReturnNormalizer(algo.gamma) if normalize_reward else None
         self.device = torch.device(device)
         self.size = size
         self.steps_per_collection = size
@@ -48,7 +58,17 @@ class _OnPolicyBuffer:
                 f"{type(self).__name__}.insert: expected a collector batch [B, T] or [T], got "
                 f"batch_size {list(batch.batch_size)}."
             )
-        self._batches.append(batch.to(self.device))
+        batch = batch.to(self.device)
+        if self.reward_normalizer is not None:
+            self.reward_normalizer.gamma = self.algo.gamma
+            batch = batch.clone(False)
+            reward = batch.get((K.NEXT, K.REWARD))
+            done = batch.get((K.NEXT, K.DONE))
+            scaled = self.reward_normalizer.normalize(
+                reward.reshape(batch.shape), done.reshape(batch.shape)
+            )
+            batch.set((K.NEXT, K.REWARD), scaled.reshape(reward.shape).to(reward.dtype))
+        self._batches.append(batch)
         self._data = None
 
     def _estimate(self) -> TensorDictBase:
@@ -79,14 +99,32 @@ class _OnPolicyBuffer:
                 yield self._data[perm[start : start + size]]
 
     def after_gradients(self) -> None:
+        """Empty the storage; first, an actor with ``normalize_obs`` merges the round's
+        observations into its statistics."""
+        update = getattr(self.actor, "update_normalizers", None)
+        if update is not None and self._batches and getattr(self.actor, "normalize_obs", False):
+            update(
+                torch.cat(
+                    [
+                        b.get(K.OBSERVATION).reshape(
+                            -1, *b.get(K.OBSERVATION).shape[b.batch_dims :]
+                        )
+                        for b in self._batches
+                    ]
+                )
+            )
         self._batches.clear()
         self._data = None
 
     def state_dict(self) -> dict:
-        return {}  # emptied every round: nothing to resume
+        """The reward statistics (the data are emptied every round: nothing else)."""
+        if self.reward_normalizer is None:
+            return {}
+        return {"reward_normalizer": self.reward_normalizer.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        pass
+        if self.reward_normalizer is not None and "reward_normalizer" in state:
+            self.reward_normalizer.load_state_dict(state["reward_normalizer"])
 
     @classmethod
     def _factory(cls, **kwargs):
@@ -109,10 +147,11 @@ class GAEBuffer(_OnPolicyBuffer):
     """
 
     def __init__(self, device, actor, algo, size: int = 2048, gae_lambda: float = ppo_recipe.Config().lmbda,
-                 recompute_each_epoch: bool = True, normalize_advantage: bool = False):  # fmt: skip
+                 recompute_each_epoch: bool = True, normalize_advantage: bool = False,
+                 normalize_reward: bool = False):  # fmt: skip
         self.gae_lambda = float(gae_lambda)
         self.normalize_advantage = bool(normalize_advantage)
-        super().__init__(device, actor, algo, size, recompute_each_epoch)
+        super().__init__(device, actor, algo, size, recompute_each_epoch, normalize_reward)
 
     def _make_estimator(self, actor, algo):
         return GAE(gamma=algo.gamma, lmbda=self.gae_lambda, value_network=actor.value,
@@ -120,13 +159,16 @@ class GAEBuffer(_OnPolicyBuffer):
 
     @classmethod
     def create_factory(cls, size: int = 2048, gae_lambda: float = ppo_recipe.Config().lmbda,
-                       recompute_each_epoch: bool = True, normalize_advantage: bool = False):  # fmt: skip
+                       recompute_each_epoch: bool = True, normalize_advantage: bool = False,
+                       normalize_reward: bool = False):  # fmt: skip
         """``storage_factory(device, actor, algo) -> GAEBuffer``; ``size``: env steps per env
         a collection worker gathers per round; ``normalize_advantage``: standardise the
-        advantages over the round (A2C's recipe; PPO's loss does it per minibatch)."""
+        advantages over the round (A2C's recipe; PPO's loss does it per minibatch);
+        ``normalize_reward``: rewards over the running std of the discounted return."""
+        extra = {"normalize_reward": True} if normalize_reward else {}
         return cls._factory(size=size, gae_lambda=gae_lambda,
                             recompute_each_epoch=recompute_each_epoch,
-                            normalize_advantage=normalize_advantage)  # fmt: skip
+                            normalize_advantage=normalize_advantage, **extra)  # fmt: skip
 
 
 OnPolicyGAEBuffer = GAEBuffer

@@ -68,8 +68,11 @@ def ray_resources(option: str, resources: dict) -> dict:
     return out
 
 
-def check_resources(requests: list[tuple[str, int, dict]]) -> None:
-    """Raise ValueError if ``[(option, n_workers, resources), ...]`` exceed the cluster.
+def check_resources(requests: list[tuple[str, int, dict]], wait_s: float = 5.0) -> None:
+    """Raise ValueError if ``[(option, n_workers, resources), ...]`` exceed the cluster's
+    total, or what is free now (``ray.available_resources()``: actors of another live
+    Scheme hold theirs). Resources of actors killed just before are reported free with a
+    short delay, so a shortfall is retried for up to ``wait_s`` seconds before failing.
 
     Example:
         >>> check_resources([])  # nothing requested: nothing to check (Ray not imported)
@@ -93,6 +96,24 @@ def check_resources(requests: list[tuple[str, int, dict]]) -> None:
                 f"request less per worker (e.g. {who[name][0].split('=')[0]}={{'num_cpus': 0.5}})"
                 f", or start Ray with more (ray.init(num_cpus=...), or add nodes)."
             )
+    deadline = time.monotonic() + float(wait_s)
+    while True:
+        free = ray.available_resources()
+        short = [(n, v, free.get(n, 0.0)) for n, v in need.items() if v > free.get(n, 0.0) + 1e-9]
+        if not short:
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    name, value, have = short[0]
+    raise ValueError(
+        f"the workers request {value:g} {name} in all ({'; '.join(who[name])}) but only "
+        f"{have:g} of the Ray cluster's {total.get(name, 0):g} {name} are free "
+        f"(ray.available_resources(), after waiting {wait_s:g}s): other actors hold the rest, "
+        f"e.g. another Scheme still running in this Ray session. Shut that one down first "
+        f"(learner.close() / scheme.shutdown()), request less per worker (e.g. "
+        f"{who[name][0].split('=')[0]}={{'num_cpus': 0.5}}), or start Ray with more."
+    )
 
 
 _LAST_LINE = re.compile(r"^(\w+(?:\.\w+)*): (.*)$")
