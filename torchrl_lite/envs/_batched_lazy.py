@@ -34,7 +34,6 @@ from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data._spec_stack import StackedComposite, copies_of, stack_specs
 from torchrl_lite.envs import _batched_utils as U
-from torchrl_lite.envs import _batched_worker as W
 from torchrl_lite.envs._action_bounds import check_action_value
 from torchrl_lite.envs.batched_envs import ParallelEnv, SerialEnv
 from torchrl_lite.envs.common import _CHECK_ONCE
@@ -282,30 +281,12 @@ class _LazyParallel(_LazyBatched):
         for row, (keys, bufs) in zip(copies_of(tensordict, self.num_workers), self._in_rows):
             for key, buf in zip(keys, bufs):
                 buf.copy_(row.get(key))
-        if self._fuse_reset:  # inside step_and_maybe_reset: workers reset done copies too
-            self._command(W.STEP_RESET, self._all, "step")
-            self._reset_ready = True
-        else:
-            self._command(W.STEP, self._all, "step")
+        self._step_workers()
         return self._outputs(self._step_rows)
 
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         self._check_usable()
-        mask = tensordict.get(K.RESET, None) if tensordict is not None else None
-        if self._reset_ready:  # the workers reset the copies that were done at the step
-            self._reset_ready = False
-            if mask is None or not torch.equal(mask.reshape(self._mask_buf.shape), self._mask_buf):
-                raise RuntimeError(
-                    "ParallelEnv: the reset after a fused step must use its done mask"
-                )
-        elif mask is None:
-            self._mask_buf.fill_(True)
-            self._command(W.RESET, self._all, "reset")
-        else:
-            self._mask_buf.copy_(mask.reshape(self._mask_buf.shape))
-            per_copy = self._mask_buf.reshape(self.num_workers, -1).any(-1).tolist()
-            workers = [w for w, (lo, hi) in enumerate(self._groups) if any(per_copy[lo:hi])]
-            self._command(W.RESET, workers, "reset")
+        self._reset_workers(tensordict.get(K.RESET, None) if tensordict is not None else None)
         return self._outputs(self._reset_rows)
 
 

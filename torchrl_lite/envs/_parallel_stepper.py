@@ -71,11 +71,8 @@ class ParallelStepper:
     def reset_at(self, chosen, t: int) -> None:
         env = self.env
         env._check_usable()
-        mask = env._mask_buf.numpy().reshape(-1)
-        mask[...] = False
-        mask[chosen] = True
-        per_copy = env._mask_buf.reshape(env.num_workers, -1).any(-1).tolist()
-        workers = [w for w, (lo, hi) in enumerate(env._groups) if any(per_copy[lo:hi])]
-        env._command(W.RESET, workers, "reset")
+        mask = torch.zeros(env._mask_buf.numel(), dtype=torch.bool)
+        mask[torch.as_tensor(chosen)] = True
+        env._reset_workers(mask)
         for dst, src in zip(self._root, self._reset):
             dst[t, chosen] = src[chosen]

@@ -444,17 +444,28 @@ class ParallelEnv(_WorkerChannels, _BatchedEnv):
         self._check_usable()
         for key, buf in zip(self._input_keys, self._in_leaves):
             buf.copy_(tensordict.get(key))
-        if self._fuse_reset:  # inside step_and_maybe_reset: workers reset done copies too
-            self._command(W.STEP_RESET, self._all, "step")
-            self._reset_ready = True
-        else:
-            self._command(W.STEP, self._all, "step")
+        self._step_workers()
         values = [self._export(buf) for buf in self._step_leaves]
         return U.td_from_leaves(self._step_keys, values, self.batch_size, self.device)
 
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
         self._check_usable()
-        mask = tensordict.get(K.RESET, None) if tensordict is not None else None
+        self._reset_workers(tensordict.get(K.RESET, None) if tensordict is not None else None)
+        values = [self._export(buf) for buf in self._reset_leaves]
+        return U.td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
+
+    def _step_workers(self) -> None:
+        """Step every worker on the shared inputs (inside ``step_and_maybe_reset``, each
+        also resets its copies that are done)."""
+        if self._fuse_reset:
+            self._command(W.STEP_RESET, self._all, "step")
+            self._reset_ready = True
+        else:
+            self._command(W.STEP, self._all, "step")
+
+    def _reset_workers(self, mask: torch.Tensor | None) -> None:
+        """Reset the copies in ``mask`` (None: all) into the shared buffers, sending a
+        command only to the workers that hold one of them."""
         if self._reset_ready:  # the workers reset the copies that were done at the step
             self._reset_ready = False
             if mask is None or not torch.equal(mask.reshape(self._mask_buf.shape), self._mask_buf):
@@ -469,8 +480,6 @@ class ParallelEnv(_WorkerChannels, _BatchedEnv):
             per_copy = self._mask_buf.reshape(self.num_workers, -1).any(-1).tolist()
             workers = [w for w, (lo, hi) in enumerate(self._groups) if any(per_copy[lo:hi])]
             self._command(W.RESET, workers, "reset")
-        values = [self._export(buf) for buf in self._reset_leaves]
-        return U.td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
 
     def step_and_maybe_reset(self, tensordict: TensorDictBase) -> tuple:
         """``EnvBase.step_and_maybe_reset``, where each worker resets its done copies right
