@@ -11,6 +11,7 @@ import torch
 from tensordict.nn import NormalParamExtractor, TensorDictModule
 from torch import nn
 
+from tests.envs.test_fast_rollout import _assert_same
 from torchrl_lite.collectors import SyncDataCollector
 from torchrl_lite.envs import GymEnv, ParallelEnv, SerialEnv
 from torchrl_lite.modules import ProbabilisticActor, TanhNormal
@@ -63,15 +64,6 @@ def _batches(make_env, make_policy, general: bool, **kwargs):
     collector.shutdown()
     env.close()
     return out
-
-
-def _assert_same(a, b):
-    assert list(a.keys(True, True)) == list(b.keys(True, True))
-    assert a.batch_size == b.batch_size
-    for key in b.keys(True, True):
-        x, y = a.get(key), b.get(key)
-        assert x.dtype == y.dtype and x.shape == y.shape, key
-        assert torch.equal(x, y), key
 
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))

@@ -80,6 +80,7 @@ def fast_batch(collector, stepper, policy_call) -> TensorDictBase | None:
         if outputs is None:  # the root keys, in order (what the general loop records)
             root_order = [k for k in out if k != K.NEXT]
             outputs = [k for k in root_order if k not in reset_keys]
+            carried_outputs = [k for k in outputs if k != K.ACTION]  # into the next root
             columns = {k: [] for k in outputs}
         for k in outputs:
             value = out.get(k)
@@ -95,7 +96,7 @@ def fast_batch(collector, stepper, policy_call) -> TensorDictBase | None:
         any_done = stepper.step_at(action, t)
         for src, dst in carried:
             dst[t + 1] = src[t]
-        extra = {k: out[k] for k in outputs if k != K.ACTION}
+        extra = {k: out[k] for k in carried_outputs}
         if any_done and collector.reset_when_done:
             chosen = np.flatnonzero(done[t])
             stepper.reset_at(chosen, t + 1)

@@ -32,8 +32,9 @@ class _OneHots(TensorSpec):
         super().__init__(shape, dtype, device)
 
     def _indices(self, value: torch.Tensor) -> list:
-        """Split category indices into one tensor per one-hot chunk."""
-        raise NotImplementedError
+        """Split category indices into one tensor per one-hot chunk (the hook each of
+        ``OneHot`` and ``MultiOneHot`` defines)."""
+        raise NotImplementedError(f"{type(self).__name__} must define _indices")
 
     def _from_indices(self, indices) -> torch.Tensor:
         try:
