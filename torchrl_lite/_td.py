@@ -199,15 +199,8 @@ def module_caller(module):
         return None
     n_out = len(out_keys)
 
-    def call(td):
-        entries = td._tensordict if type(td) is TensorDict else None
-        if entries is None:
-            return module(td)
-        args = [entries.get(k) for k in in_keys]
-        for arg in args:  # not ``None in args``: that compares tensors with None
-            if arg is None:
-                return module(td)
-        out = inner(*args)
+    def outputs(out) -> tuple:
+        """What the wrapped module returned, as one value per out_key."""
         if type(out) is not tuple:
             if type(out) is not torch.Tensor and isinstance(out, (dict, TensorDictBase)):
                 out = tuple(out.get(k) for k in out_keys)
@@ -218,12 +211,28 @@ def module_caller(module):
                 f"{type(inner).__name__} returned {len(out)} tensors; the TensorDictModule "
                 f"wrapping it has {n_out} out_keys {out_keys}."
             )
+        return tuple(v if type(v) is torch.Tensor else TensorDict.from_any(v) for v in out)
+
+    def call(td):
+        entries = td._tensordict if type(td) is TensorDict else None
+        if entries is None:
+            return module(td)
+        args = [entries.get(k) for k in in_keys]
+        for arg in args:  # not ``None in args``: that compares tensors with None
+            if arg is None:
+                return module(td)
+        out = inner(*args)
+        if type(out) is not torch.Tensor or n_out != 1:
+            out = outputs(out)
+        else:
+            out = (out,)
         for key, value in zip(out_keys, out):
-            if type(value) is not torch.Tensor:
-                value = TensorDict.from_any(value)
             td._set_str(key, value, validated=False, inplace=False)
         return td
 
+    # for a caller that holds the inputs as tensors (the collector's numpy-level batch):
+    # ``outputs(inner(*inputs))`` are the values ``call`` writes, in out_keys order
+    call.direct = (inner, in_keys, out_keys, outputs)
     return call
 
 

@@ -11,9 +11,9 @@ import torch
 from tensordict.nn import NormalParamExtractor, TensorDictModule
 from torch import nn
 
-from tests.envs.test_fast_rollout import _assert_same
+from tests.envs.test_fast_rollout import _assert_same, five
 from torchrl_lite.collectors import SyncDataCollector
-from torchrl_lite.envs import GymEnv, ParallelEnv, SerialEnv
+from torchrl_lite.envs import GymEnv, ParallelEnv, SerialEnv, TransformedEnv
 from torchrl_lite.modules import ProbabilisticActor, TanhNormal
 
 
@@ -45,6 +45,10 @@ ENVS = {
     "pendulum-vector": lambda: GymEnv("Pendulum-v1", num_envs=2),
     "serial-pendulum": lambda: SerialEnv(2, functools.partial(GymEnv, "Pendulum-v1")),
     "parallel-pendulum": lambda: ParallelEnv(2, functools.partial(GymEnv, "Pendulum-v1")),
+    "transformed-pendulum": lambda: TransformedEnv(GymEnv("Pendulum-v1"), five(70)),
+    "transformed-serial-pendulum": lambda: TransformedEnv(
+        SerialEnv(2, functools.partial(GymEnv, "Pendulum-v1")), five()
+    ),
 }
 POLICIES = {"mlp": _mlp_policy, "stochastic": _stochastic_policy}
 

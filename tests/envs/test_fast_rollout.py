@@ -14,7 +14,20 @@ import pytest
 import torch
 
 from torchrl_lite.data.tensor_specs import Binary, Bounded, Categorical, MultiCategorical, OneHot
-from torchrl_lite.envs import GymEnv, ParallelEnv, SerialEnv, StepCounter, TransformedEnv
+from torchrl_lite.envs import (
+    Compose,
+    DoubleToFloat,
+    GymEnv,
+    InitTracker,
+    ObservationNorm,
+    ParallelEnv,
+    RewardClipping,
+    RewardScaling,
+    RewardSum,
+    SerialEnv,
+    StepCounter,
+    TransformedEnv,
+)
 from torchrl_lite.envs._fast_rollout import _BULK_RAND
 
 
@@ -43,6 +56,21 @@ def _assert_same(fast, slow):
         assert torch.equal(a, b), key
 
 
+def five(max_steps=None):
+    """The transforms of issue 16's benchmark (StepCounter may end episodes)."""
+    return Compose(
+        ObservationNorm(loc=0.3, scale=2.0, in_keys=["observation"]),
+        RewardScaling(loc=0.1, scale=0.5),
+        RewardSum(),
+        StepCounter(max_steps),
+        InitTracker(),
+    )
+
+
+def _transformed(make_base, transforms):
+    return lambda: TransformedEnv(make_base(), transforms())
+
+
 ENVS = {
     "cartpole": lambda: GymEnv("CartPole-v1"),
     "cartpole-categorical": lambda: GymEnv("CartPole-v1", categorical_action_encoding=True),
@@ -56,6 +84,23 @@ ENVS = {
     "parallel-cartpole": lambda: ParallelEnv(3, functools.partial(GymEnv, "CartPole-v1")),
     "parallel-cartpole-2procs": lambda: ParallelEnv(
         4, functools.partial(GymEnv, "CartPole-v1"), num_processes=2
+    ),
+    # TransformedEnv: the wrapped env's stepper plus the transforms' numpy forms
+    "transformed-empty": _transformed(lambda: GymEnv("CartPole-v1"), Compose),
+    "transformed-cartpole": _transformed(lambda: GymEnv("CartPole-v1"), five),
+    "transformed-pendulum-max-steps": _transformed(
+        lambda: GymEnv("Pendulum-v1"),
+        lambda: Compose(five(37), RewardClipping(-1.0, 0.5), RewardSum(out_keys=["clipped"])),
+    ),
+    "transformed-cartpole-vector": _transformed(lambda: GymEnv("CartPole-v1", num_envs=3), five),
+    "transformed-serial-max-steps": _transformed(
+        lambda: SerialEnv(3, functools.partial(GymEnv, "CartPole-v1")), lambda: five(15)
+    ),
+    "transformed-parallel-cartpole": _transformed(
+        lambda: ParallelEnv(2, functools.partial(GymEnv, "CartPole-v1")), five
+    ),
+    "transformed-twice": lambda: TransformedEnv(
+        TransformedEnv(GymEnv("CartPole-v1"), RewardSum()), Compose(StepCounter(), InitTracker())
     ),
 }
 
@@ -117,9 +162,34 @@ def test_bulk_random_actions_equal_one_draw_per_step(spec):
     assert torch.equal(spec.rand((50,)), per_step)
 
 
-def test_envs_without_a_stepper_take_the_general_loop():
-    transformed = TransformedEnv(GymEnv("CartPole-v1"), StepCounter())
+class _Counter(StepCounter):  # a subclass may change what a step does
+    pass
+
+
+@pytest.mark.parametrize(
+    "transforms",
+    [
+        lambda: _Counter(),  # no numpy form for a subclass
+        lambda: DoubleToFloat(),  # no numpy form at all
+        lambda: Compose(StepCounter(), ObservationNorm(in_keys=["observation"])),  # no stats
+        # a per-step form (StepCounter ending episodes) after a deferred one writing its count
+        lambda: Compose(RewardSum(out_keys=["step_count"]), StepCounter(5)),
+    ],
+    ids=["subclass", "no-form", "uninitialized-norm", "per-step-after-deferred"],
+)
+def test_transforms_without_a_numpy_form_take_the_general_loop(transforms):
+    transformed = TransformedEnv(GymEnv("CartPole-v1"), transforms())
     assert transformed._numpy_stepper() is None
+
+
+def test_an_uninitialized_norm_raises_its_own_error():
+    env = TransformedEnv(GymEnv("CartPole-v1"), ObservationNorm(in_keys=["observation"]))
+    with pytest.raises(RuntimeError, match="ObservationNorm has no loc/scale yet"):
+        env.rollout(5)
+
+
+def test_envs_without_a_stepper_take_the_general_loop():
+    transformed = TransformedEnv(GymEnv("CartPole-v1"), _Counter())
     out = transformed.rollout(20, break_when_any_done=False)
     assert out["next", "step_count"].shape == (20, 1)
     pixels = GymEnv("CartPole-v1", from_pixels=True, pixels_only=False)

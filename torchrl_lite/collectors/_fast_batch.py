@@ -52,6 +52,7 @@ def fast_batch(collector, stepper, policy_call) -> TensorDictBase | None:
     for buf, key in zip(root, reset_keys):
         buf[0] = entries[key].numpy().reshape(buf.shape[1:])
     stepper.bind(nxt, root)
+    advance = getattr(stepper, "advance", None)  # a TransformedEnv's transforms
     # per root key, its row at each step as a tensor view (one C call per key)
     rows = {
         k: torch.from_numpy(b if batched else b[:, 0]).unbind(0) for k, b in zip(reset_keys, root)
@@ -64,39 +65,54 @@ def fast_batch(collector, stepper, policy_call) -> TensorDictBase | None:
     # the first step's input in the order of the carried root, as the general loop has it
     # (the order of the policy's outputs in it is the order of the batch's keys)
     order = [k for k in entries if k in rows or k in extra]
-    outputs = columns = None
+    outputs = columns = column_list = action_pos = carried_outputs = root_order = None
     ids = []
     batch_size, device = env.batch_size, env.device
     action_shape = (1, n, *env.full_action_spec[K.ACTION].shape[len(batch_size) :])
+    direct = None
     for t in range(T):
-        if t == 0:
-            inputs = {k: rows[k][0] if k in rows else extra[k] for k in order}
+        if direct is not None:  # the policy's module on views of the root rows
+            values = direct(t)
+            for column, value in zip(column_list, values):
+                column.append(value)
         else:
-            inputs = {k: rows[k][t] for k in reset_keys}
-            inputs.update(extra)
-        out = _td.entries(policy_call(_td.new(inputs, batch_size, device)))
-        if out is None:
-            raise TypeError("the policy returned something other than the TensorDict it was given")
-        if outputs is None:  # the root keys, in order (what the general loop records)
-            root_order = [k for k in out if k != K.NEXT]
-            outputs = [k for k in root_order if k not in reset_keys]
-            carried_outputs = [k for k in outputs if k != K.ACTION]  # into the next root
-            columns = {k: [] for k in outputs}
-        for k in outputs:
-            value = out.get(k)
-            if value is None:
-                raise KeyError(
-                    f"Collector: entry {k!r}, present at the first step of the batch, is "
-                    "missing at a later step; an env or policy must write the same entries "
-                    "at every step."
+            if t == 0:
+                inputs = {k: rows[k][0] if k in rows else extra[k] for k in order}
+            else:
+                inputs = {k: rows[k][t] for k in reset_keys}
+                inputs.update(extra)
+            out = _td.entries(policy_call(_td.new(inputs, batch_size, device)))
+            if out is None:
+                raise TypeError(
+                    "the policy returned something other than the TensorDict it was given"
                 )
-            columns[k].append(value)
+            if outputs is None:  # the root keys, in order (what the general loop records)
+                root_order = [k for k in out if k != K.NEXT]
+                outputs = [k for k in root_order if k not in reset_keys]
+                carried_outputs = [k for k in outputs if k != K.ACTION]  # into the next root
+                columns = {k: [] for k in outputs}
+                column_list = list(columns.values())
+                action_pos = outputs.index(K.ACTION)
+                direct = _direct(policy_call, outputs, rows, out)
+            values = []
+            for k in outputs:
+                value = out.get(k)
+                if value is None:
+                    raise KeyError(
+                        f"Collector: entry {k!r}, present at the first step of the batch, is "
+                        "missing at a later step; an env or policy must write the same "
+                        "entries at every step."
+                    )
+                columns[k].append(value)
+                values.append(value)
         ids.append(collector._traj_ids)
-        action = stepper.prepare(out[K.ACTION].reshape(action_shape))[0]
+        action = stepper.prepare(values[action_pos].reshape(action_shape))[0]
         any_done = stepper.step_at(action, t)
+        if advance is not None:
+            advance(t + 1)
         for src, dst in carried:
             dst[t + 1] = src[t]
-        extra = {k: out[k] for k in carried_outputs}
+        extra = {k: v for k, v in zip(outputs, values) if k != K.ACTION} if carried_outputs else {}
         if any_done and collector.reset_when_done:
             chosen = np.flatnonzero(done[t])
             stepper.reset_at(chosen, t + 1)
@@ -120,6 +136,41 @@ def fast_batch(collector, stepper, policy_call) -> TensorDictBase | None:
     carry.update(extra)
     collector._td = _td.new(carry, batch_size, device)
     return batch
+
+
+def _direct(policy_call, outputs: list, rows: dict, out: dict):
+    """``t -> the policy's outputs`` (in ``outputs`` order) from the root rows of step
+    ``t``, without a TensorDict: for a policy that ``_td.module_caller`` calls directly,
+    whose inputs are all root rows and whose outputs are exactly ``outputs`` (plain
+    tensors at the first step); None otherwise."""
+    spec = getattr(policy_call, "direct", None)
+    if spec is None:
+        return None
+    inner, in_keys, out_keys, normalize = spec
+    if sorted(out_keys) != sorted(outputs) or any(k not in rows for k in in_keys):
+        return None
+    if any(type(out.get(k)) is not torch.Tensor for k in outputs):
+        return None
+    in_rows = [rows[k] for k in in_keys]
+    if out_keys == outputs and len(in_rows) == 1:
+        (only,) = in_rows
+
+        def call(t: int) -> tuple:
+            result = inner(only[t])
+            return (
+                (result,)
+                if type(result) is torch.Tensor and len(outputs) == 1
+                else normalize(result)
+            )
+
+        return call
+    pick = [out_keys.index(k) for k in outputs]
+
+    def call(t: int) -> tuple:
+        values = normalize(inner(*[r[t] for r in in_rows]))
+        return tuple(values[i] for i in pick)
+
+    return call
 
 
 _SKIP = frozenset({K.NEXT, K.RESET, K.ACTION, K.REWARD})

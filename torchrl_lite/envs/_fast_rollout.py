@@ -18,6 +18,9 @@ The stepper contract (``n`` copies, 1 for an unbatched env; buffers ``[T, n, ...
     prepare(actions)           # [T, n, ...] action tensor -> what step(t) takes, per t
     step_at(action_t, t) -> bool  # step every copy into row t; True if any copy is done
     reset_at(chosen, t)        # reset copies ``chosen`` (indices) into the root row t
+    advance(t1)                # optional: finish the "next" rows before t1 (a TransformedEnv's
+                               # transforms, applied to many rows at once); called before
+                               # those rows are read
     step_reset_at(action_t, t) -> bool  # optional: step, then reset the copies that are
                                # done into root row t + 1 (one round trip: ParallelEnv)
 """
@@ -80,6 +83,7 @@ def fast_rollout(
     else:
         items, drawn = None, []
     fused = None if breaking else getattr(stepper, "step_reset_at", None)
+    advance = getattr(stepper, "advance", None)  # transforms applied to rows at once
     steps = T
     for t in range(T):
         if items is None:
@@ -93,11 +97,11 @@ def fast_rollout(
             if fused(item, t):
                 reset_at[t + 1] = done[t]
             if t == 0:
-                _check_first_step(env, stepper, nxt)
+                _check_first_step(env, stepper, nxt, advance)
             continue
         any_done = stepper.step_at(item, t)
         if t == 0:
-            _check_first_step(env, stepper, nxt)
+            _check_first_step(env, stepper, nxt, advance)
         if any_done:
             if break_any or (break_all and bool(done[t].all())):
                 steps = t + 1
@@ -106,6 +110,8 @@ def fast_rollout(
                 chosen = np.flatnonzero(done[t])
                 stepper.reset_at(chosen, t + 1)
                 reset_at[t + 1, chosen] = True
+    if advance is not None:
+        advance(steps)
     # the root of step t + 1 is the "next" of step t, for the copies not reset in between
     keep = ~reset_at[1:steps]
     for key, buf in zip(stepper.reset_keys, root):
@@ -117,8 +123,10 @@ def fast_rollout(
     return _result(env, td0, stepper, root, nxt, actions[:steps], steps, batched)
 
 
-def _check_first_step(env, stepper, nxt: list) -> None:
+def _check_first_step(env, stepper, nxt: list, advance=None) -> None:
     """The first step's output against the specs (as ``EnvBase.step`` checks it)."""
+    if advance is not None:
+        advance(1)
     batched = bool(env.batch_size)
     values = [torch.from_numpy(b[0] if batched else b[0, 0]) for b in nxt]
     next_td = _td.new(dict(zip(stepper.step_keys, values)), env.batch_size, env.device)

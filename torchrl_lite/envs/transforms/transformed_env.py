@@ -93,6 +93,18 @@ class TransformedEnv(EnvBase):
             next_tensordict = t._step(tensordict, next_tensordict)
         return next_tensordict
 
+    def _numpy_stepper(self):
+        """The wrapped env's numpy stepper with the transforms' numpy forms on top, when
+        every active transform has one (see ``transforms/_numpy_forms.py``); else None."""
+        if type(self)._numpy_stepper is not TransformedEnv._numpy_stepper:
+            return None
+        base = self.base_env._numpy_stepper()
+        if base is None:
+            return None
+        from torchrl_lite.envs.transforms._numpy_forms import TransformedStepper
+
+        return TransformedStepper.build(self, base)
+
     def _set_seed(self, seed: int) -> None:
         self.base_env._set_seed(seed)
 
