@@ -1,0 +1,152 @@
+"""What crosses Ray between the driver and its workers: weights out, batches back.
+
+Pickling a TensorDict (or a dict of torch tensors) costs about a millisecond each way for
+a 1000-frame Pendulum batch, more than Ray's own round trip. Here a TensorDict, or a
+(nested) dict of tensors, is packed into one contiguous byte buffer (a numpy array: Ray
+moves it without pickling its content, zero-copy out of the object store) and a small
+layout saying where each tensor lives; unpacking makes one writable copy of the buffer
+and rebuilds the TensorDict on views of it with the library's fast layer
+(``torchrl_lite._td.new``).
+
+* ``pack(obj)``: a ``Packed`` for a plain ``TensorDict`` (nested plain TensorDicts
+  allowed, CPU tensors, no dim names) or a dict of CPU tensors; anything else (lazy
+  stacks, non-tensor data, other devices) is returned unchanged and travels as Ray pickles
+  it.
+* ``unpack(obj)``: the TensorDict / dict back for a ``Packed``; anything else unchanged.
+* ``weights_message(weights)``: what the driver sends for one weights version: the
+  ``Packed`` weights themselves when small (Ray inlines small arguments in the call, so
+  the workers need not fetch them from the object store), else one ``ray.put`` of them
+  whose ref every worker receives.
+
+Example:
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> td = TensorDict({"obs": torch.ones(4, 3), "next": {"reward": torch.zeros(4, 1)}}, [4])
+    >>> back = unpack(pack(td))
+    >>> (back == td).all().item(), back["next", "reward"].shape
+    (True, torch.Size([4, 1]))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from torchrl_lite import _td
+
+__all__ = ["INLINE_BYTES", "Packed", "pack", "unpack", "weights_message"]
+
+# weights smaller than this travel inside each call (Ray's own inline limit is 100 KiB);
+# larger ones are put in the object store once per version
+INLINE_BYTES = 64 * 1024
+# buffers smaller than this travel as ``bytes`` (Ray's numpy path costs more per object),
+# larger ones as a numpy array (zero-copy out of the object store)
+_BYTES_BELOW = 1024 * 1024
+_ALIGN = 16  # every tensor starts at a multiple of this (so any dtype can view it)
+_CPU = torch.device("cpu")
+
+
+class Packed:
+    """Tensors packed in one byte buffer, with their layout (see the module docstring).
+
+    ``layout`` is ``("td", batch_size, device, entries)`` or ``("dict", entries)``,
+    ``entries`` a list of ``(key, ("t", dtype, shape, offset, nbytes))`` or ``(key, nested
+    layout)``; ``buffer`` the bytes (``bytes``, or a 1-D ``uint8`` numpy array when large).
+    """
+
+    __slots__ = ("layout", "buffer")
+
+    def __init__(self, layout, buffer: np.ndarray):
+        self.layout, self.buffer = layout, buffer
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.buffer) if type(self.buffer) is bytes else int(self.buffer.nbytes)
+
+    def __reduce__(self):
+        return (Packed, (self.layout, self.buffer))
+
+
+def _plan(obj, leaves: list, offset: int):
+    """The layout of ``obj`` (None if it cannot be packed), appending its tensors to
+    ``leaves``; returns ``(layout, next offset)``."""
+    if type(obj) is TensorDict:
+        if obj.device not in (None, _CPU) or any(n is not None for n in obj.names):
+            return None, offset
+        items = _td.entries(obj)
+        items = items.items() if items is not None else obj.items()
+        kind = ("td", obj.batch_size, obj.device)
+    elif isinstance(obj, dict):  # a state_dict (OrderedDict) comes back as a dict
+        items, kind = obj.items(), ("dict",)
+    else:
+        return None, offset
+    entries = []
+    for key, value in items:
+        if type(key) is not str:
+            return None, offset
+        if isinstance(value, torch.Tensor):
+            if type(value) not in (torch.Tensor, torch.nn.Parameter) or value.device != _CPU:
+                return None, offset
+            if value.is_sparse or value.is_quantized or value.layout != torch.strided:
+                return None, offset
+            nbytes = value.numel() * value.element_size()
+            entries.append((key, ("t", value.dtype, value.shape, offset, nbytes)))
+            leaves.append((value, offset, nbytes))
+            offset += -(-nbytes // _ALIGN) * _ALIGN
+        else:
+            sub, offset = _plan(value, leaves, offset)
+            if sub is None:
+                return None, offset
+            entries.append((key, sub))
+    return (*kind, entries), offset
+
+
+def pack(obj):
+    """``obj`` packed in one buffer (a ``Packed``), or ``obj`` itself if it cannot be."""
+    leaves: list = []
+    layout, size = _plan(obj, leaves, 0)
+    if layout is None:
+        return obj
+    buffer = torch.empty(size, dtype=torch.uint8)
+    with torch.no_grad():
+        for tensor, offset, nbytes in leaves:
+            if nbytes:
+                flat = tensor.detach().contiguous().reshape(-1)
+                buffer[offset : offset + nbytes].copy_(flat.view(torch.uint8))
+    array = buffer.numpy()
+    return Packed(layout, array.tobytes() if size < _BYTES_BELOW else array)
+
+
+def _build(layout, buffer: torch.Tensor):
+    entries = layout[-1]
+    out = {}
+    for key, spec in entries:
+        if spec[0] == "t":
+            _, dtype, shape, offset, nbytes = spec
+            out[key] = buffer[offset : offset + nbytes].view(dtype).view(shape)
+        else:
+            out[key] = _build(spec, buffer)
+    if layout[0] == "dict":
+        return out
+    return _td.new(out, batch_size=layout[1], device=layout[2])
+
+
+def unpack(obj):
+    """The TensorDict or dict packed in ``obj`` (on its own writable copy of the
+    buffer); ``obj`` itself if it is not a ``Packed``."""
+    if type(obj) is not Packed:
+        return obj
+    buffer = torch.from_numpy(np.frombuffer(obj.buffer, dtype=np.uint8).copy())
+    return _build(obj.layout, buffer)
+
+
+def weights_message(weights):
+    """What to send the workers for one weights version (see the module docstring)."""
+    packed = pack(weights)
+    nbytes = packed.nbytes if type(packed) is Packed else INLINE_BYTES
+    if nbytes < INLINE_BYTES:
+        return packed
+    import ray
+
+    return ray.put(packed)
