@@ -73,6 +73,24 @@ def _load() -> float:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
+def _autogroup_note() -> str:
+    """A warning when Linux's autogroup scheduling is on: every process of this run (the
+    driver, MultiSync's and Ray's workers) then shares one scheduling group, which gets its
+    share of the CPUs against other sessions' groups however many processes it runs."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            on = f.read().strip() == "1"
+    except OSError:
+        return ""
+    return (
+        " Linux autogroup scheduling is on: all processes of this run share one group's CPU "
+        "share against other sessions, so under load the parallel collectors cannot show "
+        "their speedup (run it on an otherwise idle machine)."
+        if on
+        else ""
+    )
+
+
 class _Canned:
     """A collector that returns the same ready batch (isolates Ray's cost)."""
 
@@ -272,7 +290,7 @@ def collection(quick: bool = False) -> dict:
             f"frames_per_batch={FRAMES_PER_BATCH}, {batches} batches per run, median of "
             f"{repeats} interleaved runs{' (--quick)' if quick else ''}, 1 torch thread per "
             f"process, {os.cpu_count()} CPUs, load average {load_start:.1f} at the start, "
-            f"{_load():.1f} at the end. Ray workers at the driver's priority "
+            f"{_load():.1f} at the end.{_autogroup_note()} Ray workers at the driver's priority "
             f"(RAY_worker_niceness={os.environ['RAY_worker_niceness']}; Ray's default is 15). "
             f"Ray's cost per batch: new weights out (packed once, sent inline when small) and "
             f"a {len(batch)}-frame batch back, rebuilt as a TensorDict, from a worker whose "

@@ -150,6 +150,10 @@ def test_remote_collection_sends_each_weights_version_once_per_worker():
     group.sent.clear()
     collection.collect(weights_fn, version=1)  # a new version reaches both
     assert group.sent == [(0, "weights"), (1, "weights")]
+    group.sent.clear()
+    collection.load_state_dict({"remote": {}})  # a resume: the workers' versions changed
+    collection.collect(weights_fn, version=1)
+    assert group.sent == [(0, "weights"), (1, "weights")]
 
 
 # -- through Ray ----------------------------------------------------------------------------
