@@ -114,7 +114,7 @@ def ray_costs(ray, batch, calls: int) -> dict:
     from tensordict import TensorDict
 
     from torchrl_lite.collectors.distributed import RolloutWorker, WorkerGroup
-    from torchrl_lite.collectors.distributed.transport import unpack, weights_message
+    from torchrl_lite.collectors.distributed.transport import open_result, weights_message
 
     policy = make_policy()
     state = TensorDict.from_module(policy).data
@@ -136,10 +136,8 @@ def ray_costs(ray, batch, calls: int) -> dict:
         version[0] += 1
         weights = weights_message(next(states))
         group = groups[True]
-        ((packed, _meta),) = group.gather(
-            {0: group.call(0, "collect", weights, version[0])}
-        ).values()
-        unpack(packed)
+        (result,) = group.gather({0: group.call(0, "collect", weights, version[0])}).values()
+        open_result(result)
 
     def old_transport():
         version[0] += 1
@@ -165,7 +163,7 @@ def worker_seconds(collector, rounds: int = 5) -> tuple[float, float, int]:
     (a sync ``RayCollector`` splits ``frames_per_batch`` over its workers)."""
     from tensordict import TensorDict
 
-    from torchrl_lite.collectors.distributed.transport import unpack, weights_message
+    from torchrl_lite.collectors.distributed.transport import open_result, weights_message
 
     group = collector.group
     state = TensorDict.from_module(collector.policy).data
@@ -173,9 +171,8 @@ def worker_seconds(collector, rounds: int = 5) -> tuple[float, float, int]:
     for i in range(rounds):
         start = time.perf_counter()
         weights = weights_message(state + i)  # new weights each round, as a training loop
-        metas = group.gather({w: group.call(w, "collect", weights, i) for w in range(group.count)})
-        for batch, _ in metas.values():
-            unpack(batch)
+        refs = {w: group.call(w, "collect", weights, i) for w in range(group.count)}
+        metas = {w: open_result(r) for w, r in group.gather(refs).items()}
         walls.append(time.perf_counter() - start)
         slowest.append(max(meta["seconds"] for _, meta in metas.values()))
         frames = max(meta["frames"] for _, meta in metas.values())

@@ -12,7 +12,9 @@ from torchrl_lite.collectors import SyncDataCollector
 from torchrl_lite.collectors.distributed.transport import (
     INLINE_BYTES,
     Packed,
+    open_result,
     pack,
+    result_message,
     unpack,
     weights_message,
 )
@@ -89,8 +91,18 @@ def test_a_state_dict_comes_back_as_a_dict():
         {1: torch.zeros(1)},
         [torch.zeros(1)],
         None,
+        b"user bytes",
     ],
-    ids=["lazy-stack", "non-tensor", "dim-names", "other-device", "int-key", "list", "none"],
+    ids=[
+        "lazy-stack",
+        "non-tensor",
+        "dim-names",
+        "other-device",
+        "int-key",
+        "list",
+        "none",
+        "bytes",
+    ],  # fmt: skip
 )
 def test_what_cannot_be_packed_travels_unchanged(obj):
     assert pack(obj) is obj
@@ -100,11 +112,24 @@ def test_what_cannot_be_packed_travels_unchanged(obj):
 def test_small_weights_are_sent_inline():
     weights = TensorDict.from_module(torch.nn.Linear(3, 4)).data
     message = weights_message(weights)
-    assert type(message) is Packed and message.nbytes < INLINE_BYTES
+    assert type(message) is bytes and len(message) < INLINE_BYTES  # one sealed object
     back = unpack(message)
     assert torch.equal(back["weight"], weights["weight"])
     weights["weight"].add_(1.0)  # the message is a copy: later changes are not in it
     assert not torch.equal(unpack(message)["weight"], weights["weight"])
+
+
+@pytest.mark.parametrize("frames", [50, 100_000], ids=["sealed-bytes", "numpy-buffer"])
+def test_a_worker_result_comes_back_equal(frames):
+    batch = TensorDict({"obs": torch.randn(frames, 3), "next": {"done": torch.zeros(frames, 1,
+                        dtype=torch.bool)}}, [frames])  # fmt: skip
+    meta = {"frames": frames, "returns": [1.5]}
+    message = result_message(batch, meta)
+    assert type(message) is (bytes if frames == 50 else tuple)  # large: zero-copy numpy
+    got, got_meta = open_result(message)
+    assert got_meta == meta
+    assert_same(got, batch, skip_prefix=())
+    assert open_result((batch, meta))[0] is batch  # an in-process result passes through
 
 
 class _Group:

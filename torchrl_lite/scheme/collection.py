@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from torchrl_lite.collectors import SyncDataCollector
-from torchrl_lite.collectors.distributed.transport import unpack
+from torchrl_lite.collectors.distributed.transport import open_result
 from torchrl_lite.collectors.distributed.worker import RolloutWorker
 
 __all__ = ["LocalCollection", "RemoteCollection", "build_collector"]
@@ -103,7 +103,7 @@ class RemoteCollection:
             else:
                 out = self._first(ready, weights_fn, version)
             if out:
-                return [(unpack(batch), meta) for batch, meta in out]
+                return [open_result(result) for result in out]
 
     def _weights_for(self, index: int, weights_fn, version: int):
         """The weights for worker ``index``'s next call: None if it holds ``version``

@@ -20,7 +20,7 @@ from torchrl_lite.collectors.distributed.ray_workers import (
     check_resources,
     require_ray,
 )
-from torchrl_lite.collectors.distributed.transport import unpack, weights_message
+from torchrl_lite.collectors.distributed.transport import open_result, weights_message
 from torchrl_lite.collectors.distributed.worker import RolloutWorker
 
 __all__ = ["RayCollector"]
@@ -165,7 +165,7 @@ class RayCollector(DataCollectorBase):
             if self.sync:
                 results = self.group.gather({i: self._submit(i) for i in ready})
                 if results:  # the healthy workers' batches (a failed one is restarting)
-                    batches = [unpack(batch) for batch, _ in results.values()]
+                    batches = [open_result(r)[0] for r in results.values()]
                     return batches[0] if len(batches) == 1 else torch.cat(batches, dim=0)
                 continue
             busy = set(self._pending.values())
@@ -176,7 +176,7 @@ class RayCollector(DataCollectorBase):
             if self.group.ready_flags[index]:
                 self._pending[self._submit(index)] = index
             if result is not None:
-                return unpack(result[0])
+                return open_result(result)[0]
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed worker ``i``'s envs with ``seed + 1000 * i``."""

@@ -12,11 +12,15 @@ and rebuilds the TensorDict on views of it with the library's fast layer
   allowed, CPU tensors, no dim names) or a dict of CPU tensors; anything else (lazy
   stacks, non-tensor data, other devices) is returned unchanged and travels as Ray pickles
   it.
-* ``unpack(obj)``: the TensorDict / dict back for a ``Packed``; anything else unchanged.
-* ``weights_message(weights)``: what the driver sends for one weights version: the
-  ``Packed`` weights themselves when small (Ray inlines small arguments in the call, so
-  the workers need not fetch them from the object store), else one ``ray.put`` of them
-  whose ref every worker receives.
+* ``unpack(obj)``: the TensorDict / dict back for a ``Packed`` (or a sealed one);
+  anything else unchanged.
+* ``weights_message(weights)``: what the driver sends for one weights version: the packed
+  weights sealed in one ``bytes`` object when small (Ray passes ``bytes`` through without
+  pickling and inlines small arguments in the call, so the workers need not fetch them
+  from the object store), else one ``ray.put`` of them whose ref every worker receives.
+* ``result_message(batch, meta)`` (worker) / ``open_result(message)`` (driver): a
+  collection worker's ``(batch, meta)``, sealed in one ``bytes`` object when the batch is
+  small, else with the batch packed on a numpy buffer (zero-copy out of the object store).
 
 Example:
     >>> import torch
@@ -29,13 +33,23 @@ Example:
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import torch
 from tensordict import TensorDict
 
 from torchrl_lite import _td
 
-__all__ = ["INLINE_BYTES", "Packed", "pack", "unpack", "weights_message"]
+__all__ = [
+    "INLINE_BYTES",
+    "Packed",
+    "open_result",
+    "pack",
+    "result_message",
+    "unpack",
+    "weights_message",
+]
 
 # weights smaller than this travel inside each call (Ray's own inline limit is 100 KiB);
 # larger ones are put in the object store once per version
@@ -44,6 +58,7 @@ INLINE_BYTES = 64 * 1024
 # larger ones as a numpy array (zero-copy out of the object store)
 _BYTES_BELOW = 1024 * 1024
 _ALIGN = 16  # every tensor starts at a multiple of this (so any dtype can view it)
+_SEAL = b"\x00torchrl_lite.transport\x00"  # starts a sealed message
 _CPU = torch.device("cpu")
 
 
@@ -132,9 +147,26 @@ def _build(layout, buffer: torch.Tensor):
     return _td.new(out, batch_size=layout[1], device=layout[2])
 
 
+def _seal(obj) -> bytes:
+    """``obj`` (holding ``Packed`` objects on ``bytes``) pickled in one ``bytes`` object."""
+    return _SEAL + pickle.dumps(obj, protocol=5)
+
+
+def _unseal(obj):
+    """What ``_seal`` sealed in ``obj``, or ``obj`` itself if it is not a sealed message."""
+    if type(obj) is bytes and obj.startswith(_SEAL):
+        return pickle.loads(memoryview(obj)[len(_SEAL) :])
+    return obj
+
+
+def _small(packed) -> bool:
+    return type(packed) is Packed and type(packed.buffer) is bytes
+
+
 def unpack(obj):
     """The TensorDict or dict packed in ``obj`` (on its own writable copy of the
-    buffer); ``obj`` itself if it is not a ``Packed``."""
+    buffer); ``obj`` itself if it is not a ``Packed`` or a sealed one."""
+    obj = _unseal(obj)
     if type(obj) is not Packed:
         return obj
     buffer = torch.from_numpy(np.frombuffer(obj.buffer, dtype=np.uint8).copy())
@@ -144,9 +176,21 @@ def unpack(obj):
 def weights_message(weights):
     """What to send the workers for one weights version (see the module docstring)."""
     packed = pack(weights)
-    nbytes = packed.nbytes if type(packed) is Packed else INLINE_BYTES
-    if nbytes < INLINE_BYTES:
-        return packed
+    if _small(packed) and packed.nbytes < INLINE_BYTES:
+        return _seal(packed)
     import ray
 
     return ray.put(packed)
+
+
+def result_message(batch, meta: dict):
+    """A collection worker's ``(batch, meta)`` ready for the trip back (``open_result``
+    on the driver gives them back)."""
+    packed = pack(batch)
+    return _seal((packed, meta)) if _small(packed) else (packed, meta)
+
+
+def open_result(message) -> tuple:
+    """``(batch, meta)`` from what ``result_message`` made (or a plain ``(batch, meta)``)."""
+    batch, meta = _unseal(message)
+    return unpack(batch), meta

@@ -8,8 +8,8 @@ episodes' returns. The same class runs in-process (the Scheme's 1/1 mode) and, w
 ``ray.remote``, as a Ray actor.
 
 Remote workers are built with ``pack_batches=True``: a batch goes back packed in one
-buffer (``transport.pack``; the driver calls ``transport.unpack``), and weights sent packed
-are unpacked before they are installed.
+buffer with its metadata (``transport.result_message``; the driver calls
+``transport.open_result``), and weights sent packed are unpacked before they are installed.
 
 Preemption: while ``collect`` runs, ``preempt()`` (from another thread of the actor) asks
 the worker to stop at the next chunk boundary once it holds at least
@@ -26,7 +26,7 @@ from collections.abc import Callable
 import torch
 
 from torchrl_lite import _keys as K
-from torchrl_lite.collectors.distributed.transport import pack, unpack
+from torchrl_lite.collectors.distributed.transport import result_message, unpack
 
 __all__ = ["RolloutWorker", "episode_returns_of"]
 
@@ -53,8 +53,8 @@ class RolloutWorker:
         seed: ``torch.manual_seed`` is called with it before ``make`` (None: not seeded).
         chunks: split each batch into this many sub-batches, so that ``preempt`` can end it
             early (1: no preemption).
-        pack_batches: return batches packed for the trip back to a driver (a Ray actor);
-            False returns the TensorDict itself (in-process).
+        pack_batches: return ``(batch, meta)`` packed for the trip back to a driver (a Ray
+            actor; ``transport.open_result`` opens it); False returns them as they are.
 
     Example:
         >>> from torchrl_lite.collectors import SyncDataCollector
@@ -123,7 +123,7 @@ class RolloutWorker:
             "preempted": self._preempt.is_set(),
             "pid": os.getpid(),
         }
-        return (pack(batch) if self.pack_batches else batch), meta
+        return result_message(batch, meta) if self.pack_batches else (batch, meta)
 
     def set_seed(self, seed: int) -> int:
         """``collector.set_seed(seed)`` (the next batch starts from a reset)."""
