@@ -391,7 +391,9 @@ def learning_summary(rows: list[list[str]]) -> list[list]:
         out.append([
             layout, len(mine), f"{len(reached)}/{len(mine)}",
             statistics.median(frames) if frames and not missed else "-",
-            f"not reached ({mine[0][6]} cap)" if missed else max(frames),
+            f"not reached (cap {max(int(r[6]) for r in mine if r[2].startswith('>'))})"
+            if missed
+            else max(frames),
             statistics.median(seconds) if seconds and not missed else "-",
             "-" if missed else max(seconds),
         ])  # fmt: skip
