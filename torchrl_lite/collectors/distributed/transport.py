@@ -27,7 +27,7 @@ Example:
     >>> from tensordict import TensorDict
     >>> td = TensorDict({"obs": torch.ones(4, 3), "next": {"reward": torch.zeros(4, 1)}}, [4])
     >>> back = unpack(pack(td))
-    >>> (back == td).all().item(), back["next", "reward"].shape
+    >>> bool((back == td).all()), back["next", "reward"].shape
     (True, torch.Size([4, 1]))
 """
 
@@ -68,6 +68,13 @@ class Packed:
     ``layout`` is ``("td", batch_size, device, entries)`` or ``("dict", entries)``,
     ``entries`` a list of ``(key, ("t", dtype, shape, offset, nbytes))`` or ``(key, nested
     layout)``; ``buffer`` the bytes (``bytes``, or a 1-D ``uint8`` numpy array when large).
+
+    Example:
+        >>> packed = pack({"w": torch.ones(2, 2), "b": torch.zeros(2)})
+        >>> packed.layout[0], packed.nbytes  # each tensor starts on a 16-byte boundary
+        ('dict', 32)
+        >>> unpack(packed)["w"].sum().item()
+        4.0
     """
 
     __slots__ = ("layout", "buffer")
