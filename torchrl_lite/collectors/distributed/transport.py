@@ -60,14 +60,21 @@ _BYTES_BELOW = 1024 * 1024
 _ALIGN = 16  # every tensor starts at a multiple of this (so any dtype can view it)
 _SEAL = b"\x00torchrl_lite.transport\x00"  # starts a sealed message
 _CPU = torch.device("cpu")
+# the dtypes that travel packed, by name (what the layout holds)
+_DTYPES = {
+    name: getattr(torch, name)
+    for name in ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16",
+                 "int8", "uint8", "bool", "complex64", "complex128")
+}  # fmt: skip
+_DTYPE_NAMES = {dtype: name for name, dtype in _DTYPES.items()}
 
 
 class Packed:
     """Tensors packed in one byte buffer, with their layout (see the module docstring).
 
     ``layout`` is ``("td", batch_size, device, entries)`` or ``("dict", entries)``,
-    ``entries`` a list of ``(key, ("t", dtype, shape, offset, nbytes))`` or ``(key, nested
-    layout)``; ``buffer`` the bytes (``bytes``, or a 1-D ``uint8`` numpy array when large).
+    ``entries`` a list of ``(key, ("t", dtype name, shape, offset, nbytes))`` or ``(key,
+    nested layout)`` (strings, ints and tuples only); ``buffer`` the bytes (``bytes``, or a 1-D ``uint8`` numpy array when large).
 
     Example:
         >>> packed = pack({"w": torch.ones(2, 2), "b": torch.zeros(2)})
@@ -92,13 +99,15 @@ class Packed:
 
 def _plan(obj, leaves: list, offset: int):
     """The layout of ``obj`` (None if it cannot be packed), appending its tensors to
-    ``leaves``; returns ``(layout, next offset)``."""
+    ``leaves``; returns ``(layout, next offset)``. The layout holds only strings, ints and
+    tuples: it pickles fast."""
     if type(obj) is TensorDict:
-        if obj.device not in (None, _CPU) or any(n is not None for n in obj.names):
+        device = obj.device
+        if device not in (None, _CPU) or any(n is not None for n in obj.names):
             return None, offset
         items = _td.entries(obj)
         items = items.items() if items is not None else obj.items()
-        kind = ("td", obj.batch_size, obj.device)
+        kind = ("td", tuple(obj.batch_size), None if device is None else "cpu")
     elif isinstance(obj, dict):  # a state_dict (OrderedDict) comes back as a dict
         items, kind = obj.items(), ("dict",)
     else:
@@ -108,12 +117,13 @@ def _plan(obj, leaves: list, offset: int):
         if type(key) is not str:
             return None, offset
         if isinstance(value, torch.Tensor):
-            if type(value) not in (torch.Tensor, torch.nn.Parameter) or value.device != _CPU:
+            if type(value) not in (torch.Tensor, torch.nn.Parameter) or not value.is_cpu:
                 return None, offset
-            if value.is_sparse or value.is_quantized or value.layout != torch.strided:
+            dtype = _DTYPE_NAMES.get(value.dtype)
+            if dtype is None or value.layout is not torch.strided:  # sparse, quantized
                 return None, offset
             nbytes = value.numel() * value.element_size()
-            entries.append((key, ("t", value.dtype, value.shape, offset, nbytes)))
+            entries.append((key, ("t", dtype, tuple(value.shape), offset, nbytes)))
             leaves.append((value, offset, nbytes))
             offset += -(-nbytes // _ALIGN) * _ALIGN
         else:
@@ -124,34 +134,56 @@ def _plan(obj, leaves: list, offset: int):
     return (*kind, entries), offset
 
 
+def _bytes_of(tensor: torch.Tensor) -> bytes:
+    """The tensor's values in C order, as bytes."""
+    if tensor.requires_grad:
+        tensor = tensor.detach()
+    try:
+        return tensor.numpy().tobytes()  # numpy copies any strides into C order
+    except (TypeError, RuntimeError):  # a dtype numpy lacks (bfloat16), conj/neg views
+        flat = tensor.resolve_conj().resolve_neg().contiguous().reshape(-1)
+        return flat.view(torch.uint8).numpy().tobytes()
+
+
 def pack(obj):
     """``obj`` packed in one buffer (a ``Packed``), or ``obj`` itself if it cannot be."""
     leaves: list = []
     layout, size = _plan(obj, leaves, 0)
     if layout is None:
         return obj
-    buffer = torch.empty(size, dtype=torch.uint8)
-    with torch.no_grad():
-        for tensor, offset, nbytes in leaves:
-            if nbytes:
-                flat = tensor.detach().contiguous().reshape(-1)
-                buffer[offset : offset + nbytes].copy_(flat.view(torch.uint8))
-    array = buffer.numpy()
-    return Packed(layout, array.tobytes() if size < _BYTES_BELOW else array)
+    parts = []
+    for tensor, _offset, nbytes in leaves:
+        if nbytes:
+            parts.append(_bytes_of(tensor))
+        pad = -nbytes % _ALIGN
+        if pad:
+            parts.append(bytes(pad))
+    data = b"".join(parts)
+    return Packed(layout, data if size < _BYTES_BELOW else np.frombuffer(data, dtype=np.uint8))
 
 
-def _build(layout, buffer: torch.Tensor):
+# numpy's dtypes for those it has (unpacking through numpy is the cheapest)
+_NUMPY = {name: np.dtype(name if name != "bool" else np.bool_) for name in _DTYPES
+          if name != "bfloat16"}  # fmt: skip
+
+
+def _build(layout, array: np.ndarray):
     entries = layout[-1]
     out = {}
     for key, spec in entries:
         if spec[0] == "t":
-            _, dtype, shape, offset, nbytes = spec
-            out[key] = buffer[offset : offset + nbytes].view(dtype).view(shape)
+            _, name, shape, offset, nbytes = spec
+            part = array[offset : offset + nbytes]
+            kind = _NUMPY.get(name)
+            if kind is not None:
+                out[key] = torch.from_numpy(part.view(kind).reshape(shape))
+            else:
+                out[key] = torch.from_numpy(part).view(_DTYPES[name]).view(shape)
         else:
-            out[key] = _build(spec, buffer)
+            out[key] = _build(spec, array)
     if layout[0] == "dict":
         return out
-    return _td.new(out, batch_size=layout[1], device=layout[2])
+    return _td.new(out, batch_size=torch.Size(layout[1]), device=layout[2])
 
 
 def _seal(obj) -> bytes:
@@ -176,8 +208,7 @@ def unpack(obj):
     obj = _unseal(obj)
     if type(obj) is not Packed:
         return obj
-    buffer = torch.from_numpy(np.frombuffer(obj.buffer, dtype=np.uint8).copy())
-    return _build(obj.layout, buffer)
+    return _build(obj.layout, np.frombuffer(obj.buffer, dtype=np.uint8).copy())
 
 
 def weights_message(weights):
