@@ -434,7 +434,9 @@ def learning(seeds, max_frames: int, layouts=None) -> None:
             "recipe PPO values through torchrl_lite.agent; seconds of training (Scheme "
             f"start-up apart), on {os.cpu_count()} CPUs shared with other work (load average "
             "per run below): upper bounds. Frames to the first time the mean of the last 10 "
-            "episode returns reached -200. Per seed:\n\n" + per_seed + "\n\nSummary:"
+            "episode returns reached -200. Asynchronous layouts do not repeat run to run (which "
+            "worker's batch comes first depends on timing). Per seed:\n\n" + per_seed
+            + "\n\nSummary:"
         ),
     )  # fmt: skip
 
