@@ -6,8 +6,9 @@ and PPO on Pendulum-v1 to -200 with several Scheme layouts.
   workers, built once and timed interleaved (median of ``REPEATS`` runs). Targets: Ray with
   2 workers >= 1.7x SyncDataCollector and >= 0.9x MultiSyncDataCollector(2).
 * Ray's own cost per batch: a ``RolloutWorker`` actor whose collector returns a ready
-  1000-frame batch, called with new weights each time: weights out + batch back, median ms
-  (target <= 1 ms).
+  1000-frame batch, called with new weights each time: weights out + batch back (rebuilt
+  as a TensorDict), median ms as the driver sees it (target <= 1 ms); timed interleaved
+  with the previous transport (pickled TensorDicts) and a bare actor call.
 * Scaling model: with ``t_c(N)`` the slowest worker's own seconds per batch while N
   workers collect (measured inside the workers) and ``o`` Ray's cost per batch (the
   driver receives batches one after the other), a synchronous round of N workers takes
@@ -17,7 +18,7 @@ and PPO on Pendulum-v1 to -200 with several Scheme layouts.
   the mean of the last 10 episode returns reaches -200, for 1/1, 2x1 sync, 2x1 async and
   1x2 sync: frames and seconds (Scheme start-up reported apart), per seed.
 
-Run: ``python benchmarks/bench_scheme.py [collection|learning|all] [--seeds 0 1 2]``;
+Run: ``python benchmarks/bench_scheme.py [collection|learning|all] [--quick] [--seeds 0 1 2]``;
 ``python benchmarks/bench_scheme.py halfcheetah [--run-dir DIR] [--resume]`` runs the seed's
 task to 2M frames (``benchmarks/scheme_halfcheetah.py``, hours; not part of ``all``).
 Ray needs idle cores: on a loaded machine the figures say little (the load is printed).
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import time
@@ -35,7 +37,7 @@ import torch
 from tensordict.nn import TensorDictModule
 from torch import nn
 
-from _common import smoke, write_table
+from _common import RESULTS_DIR, interleaved, smoke, write_table
 from torchrl_lite.collectors import MultiSyncDataCollector, SyncDataCollector
 from torchrl_lite.envs import GymEnv
 
@@ -43,8 +45,8 @@ torch.set_num_threads(1)
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 FRAMES_PER_BATCH = 1000
-BATCHES = 3 if smoke() else 10
-REPEATS = 1 if smoke() else 3
+BATCHES = 3 if smoke() else 5
+REPEATS = 1 if smoke() else 7
 CALLS = 10 if smoke() else 50
 ENV_ID = "Pendulum-v1"
 LAYOUTS = [  # (name, col workers, col mode, grad workers, grad mode)
@@ -71,6 +73,24 @@ def _load() -> float:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
+def _autogroup_note() -> str:
+    """A warning when Linux's autogroup scheduling is on: every process of this run (the
+    driver, MultiSync's and Ray's workers) then shares one scheduling group, which gets its
+    share of the CPUs against other sessions' groups however many processes it runs."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            on = f.read().strip() == "1"
+    except OSError:
+        return ""
+    return (
+        " Linux autogroup scheduling is on: all processes of this run share one group's CPU "
+        "share against other sessions, so under load the parallel collectors cannot show "
+        "their speedup (run it on an otherwise idle machine)."
+        if on
+        else ""
+    )
+
+
 class _Canned:
     """A collector that returns the same ready batch (isolates Ray's cost)."""
 
@@ -84,25 +104,55 @@ class _Canned:
         pass
 
 
-def ray_cost_ms(ray, batch) -> float:
-    """Median ms of one ``collect`` call: new weights out (a fresh ``ray.put``), batch back."""
-    from torchrl_lite.collectors.distributed import RolloutWorker
+def ray_costs(ray, batch, calls: int) -> dict:
+    """Median ms per batch, as the driver sees it, of Ray's own cost: new weights out (made
+    as ``RayCollector.update_policy_weights_`` makes them) and one batch back (rebuilt as a
+    TensorDict) from a ``RolloutWorker`` actor whose collector returns a ready
+    ``len(batch)``-frame batch, through the ``WorkerGroup`` calls ``RayCollector`` uses.
+    Timed interleaved with the previous transport (weights: one ``ray.put`` of a
+    TensorDict; batch: the TensorDict pickled) and a bare actor call (Ray's floor)."""
+    from tensordict import TensorDict
+
+    from torchrl_lite.collectors.distributed import RolloutWorker, WorkerGroup
+    from torchrl_lite.collectors.distributed.transport import open_result, weights_message
 
     policy = make_policy()
-    worker = (
-        ray.remote(RolloutWorker)
-        .options(num_cpus=1)
-        .remote(lambda: (_Canned(batch), lambda weights: None))
-    )
-    ray.get(worker.ping.remote())
-    times = []
-    for i in range(CALLS + 2):
-        start = time.perf_counter()
-        weights = ray.put({k: v + i for k, v in policy.state_dict().items()})
-        ray.get(worker.collect.remote(weights, i))
-        times.append(time.perf_counter() - start)
-    ray.kill(worker)
-    return 1000 * statistics.median(times[2:])
+    state = TensorDict.from_module(policy).data
+
+    def args_for(pack_batches):
+        return lambda index, restarts: (
+            (lambda: (_Canned(batch), lambda weights: None),), {"pack_batches": pack_batches}
+        )  # fmt: skip
+
+    groups = {packed: WorkerGroup("cost", RolloutWorker, args_for(packed), 1, {"num_cpus": 1})
+              for packed in (True, False)}  # fmt: skip
+    for group in groups.values():
+        group.start()
+    # distinct new weights for every call, made beforehand (making them is not Ray's cost)
+    states = iter([state + i for i in range(2 * (calls + 2))])
+    version = [0]
+
+    def new_transport():
+        version[0] += 1
+        weights = weights_message(next(states))
+        group = groups[True]
+        (result,) = group.gather({0: group.call(0, "collect", weights, version[0])}).values()
+        open_result(result)
+
+    def old_transport():
+        version[0] += 1
+        weights = ray.put(next(states).clone())
+        group = groups[False]
+        group.gather({0: group.call(0, "collect", weights, version[0])})
+
+    def bare_call():
+        groups[True].gather({0: groups[True].call(0, "ping")})
+
+    fns = {"new": new_transport, "old": old_transport, "floor": bare_call}
+    times = interleaved(fns, repeats=calls, warmup=2)
+    for group in groups.values():
+        group.shutdown()
+    return {name: 1000 * t for name, t in times.items()}
 
 
 def worker_seconds(collector, rounds: int = 5) -> tuple[float, float, int]:
@@ -111,16 +161,18 @@ def worker_seconds(collector, rounds: int = 5) -> tuple[float, float, int]:
     the slowest worker's own seconds per batch (each worker times itself), the frames/s of
     those rounds measured on the driver at the same time, and a worker's frames per batch
     (a sync ``RayCollector`` splits ``frames_per_batch`` over its workers)."""
-    import ray
     from tensordict import TensorDict
 
+    from torchrl_lite.collectors.distributed.transport import open_result, weights_message
+
     group = collector.group
-    state = TensorDict.from_module(collector.policy).data.clone()
+    state = TensorDict.from_module(collector.policy).data
     slowest, walls, frames = [], [], 0
     for i in range(rounds):
         start = time.perf_counter()
-        weights = ray.put(state + 0)  # new weights each round, as a training loop
-        metas = group.gather({w: group.call(w, "collect", weights, i) for w in range(group.count)})
+        weights = weights_message(state + i)  # new weights each round, as a training loop
+        refs = {w: group.call(w, "collect", weights, i) for w in range(group.count)}
+        metas = {w: open_result(r) for w, r in group.gather(refs).items()}
         walls.append(time.perf_counter() - start)
         slowest.append(max(meta["seconds"] for _, meta in metas.values()))
         frames = max(meta["frames"] for _, meta in metas.values())
@@ -139,11 +191,16 @@ def predicted_fps(n: int, t_c: float, o: float, frames: int = FRAMES_PER_BATCH) 
     return n * frames / (t_c + n * o)
 
 
-def collection() -> dict:
+def collection(quick: bool = False) -> dict:
+    # Ray starts its workers at nice 15 unless told otherwise; the collectors compared here
+    # (and MultiSync's worker processes) run at the driver's priority, so Ray's do too
+    os.environ.setdefault("RAY_worker_niceness", "0")
     import ray
 
     from torchrl_lite.collectors.distributed import RayCollector
 
+    batches, repeats, calls = (3, 5, 30) if quick else (BATCHES, REPEATS, CALLS)
+    load_start = _load()
     policy = make_policy()
     collectors = {  # the process workers fork before Ray starts its threads
         "SyncDataCollector": SyncDataCollector(make_env, policy, frames_per_batch=FRAMES_PER_BATCH),
@@ -165,19 +222,13 @@ def collection() -> dict:
         ),  # fmt: skip
     }
     iterators = {name: iter(c) for name, c in collectors.items()}
-    for it in iterators.values():  # warm-up: first batches, spec checks
-        next(it)
-    times: dict[str, list[float]] = {name: [] for name in collectors}
-    for _ in range(REPEATS):  # interleaved
-        for name, it in iterators.items():
-            start = time.perf_counter()
-            for _ in range(BATCHES):
-                next(it)
-            times[name].append(time.perf_counter() - start)
-    fps = {n: FRAMES_PER_BATCH * BATCHES / statistics.median(t) for n, t in times.items()}
-    # one worker's own seconds per batch (inside the actor), for the scaling model
-    from torchrl_lite.collectors.distributed.worker import RolloutWorker  # noqa: F401
 
+    def run(it):
+        return lambda: [next(it) for _ in range(batches)]
+
+    seconds = interleaved({name: run(it) for name, it in iterators.items()}, repeats=repeats)
+    fps = {n: FRAMES_PER_BATCH * batches / t for n, t in seconds.items()}
+    # one worker's own seconds per batch (inside the actor), for the scaling model
     rounds = {n: worker_seconds(collectors[f"RayCollector({n})"]) for n in (1, 2)}
     t_c = {n: r[0] for n, r in rounds.items()}
     round_fps = {n: r[1] for n, r in rounds.items()}
@@ -185,8 +236,9 @@ def collection() -> dict:
     batch = collectors["SyncDataCollector"].next()
     for c in collectors.values():
         c.shutdown()
-    cost = ray_cost_ms(ray, batch)
+    costs = ray_costs(ray, batch, calls)
     ray.shutdown()
+    cost = costs["new"]
     o = cost / 1000
     model = {n: predicted_fps(n, t_c[n], o, per_worker[n]) for n in (1, 2)}
     # N nodes, a core per worker, each worker a whole batch per round (as the Scheme's)
@@ -209,7 +261,11 @@ def collection() -> dict:
             ">= 0.9x",
         ],  # fmt: skip
         ["Ray cost per batch (ms, weights out + batch back)", cost, "-", "<= 1 ms"],
-    ]
+        ["  same, previous transport (TensorDicts pickled, weights ray.put)", costs["old"],
+         costs["old"] / cost, "-"],
+        ["  a bare actor call (Ray's floor on this machine, ms)", costs["floor"],
+         costs["floor"] / cost, "-"],
+    ]  # fmt: skip
     for n in (1, 2):
         rows += [
             [f"N={n}: measured frames/s of the model's rounds", round_fps[n], "-", "-"],
@@ -228,12 +284,18 @@ def collection() -> dict:
         ["case", "value", "ratio", "target"],
         rows,
         notes=(
-            f"frames_per_batch={FRAMES_PER_BATCH}, {BATCHES} batches per run, median of "
-            f"{REPEATS} interleaved runs, 1 torch thread per process, {os.cpu_count()} CPUs, "
-            f"load average {_load():.1f}. Model: frames/s(N) = N * F_w / (t_c(N) + N * o), "
-            f"F_w a worker's frames per batch (RayCollector(N) sync: {FRAMES_PER_BATCH} / N), "
-            f"t_c(N) the slowest worker's own seconds per batch while N run (measured: "
-            f"t_c(1)={t_c[1] * 1000:.1f} ms for {per_worker[1]} frames, t_c(2)="
+            f"frames_per_batch={FRAMES_PER_BATCH}, {batches} batches per run, median of "
+            f"{repeats} interleaved runs{' (--quick)' if quick else ''}, 1 torch thread per "
+            f"process, {os.cpu_count()} CPUs, load average {load_start:.1f} at the start, "
+            f"{_load():.1f} at the end.{_autogroup_note()} Ray workers at the driver's priority "
+            f"(RAY_worker_niceness={os.environ['RAY_worker_niceness']}; Ray's default is 15). "
+            f"Ray's cost per batch: new weights out (packed once, sent inline when small) and "
+            f"a {len(batch)}-frame batch back, rebuilt as a TensorDict, from a worker whose "
+            f"collector returns a ready batch; median of {calls} calls interleaved with the "
+            f"previous transport and a bare call. Model: frames/s(N) = N * F_w / (t_c(N) + "
+            f"N * o), F_w a worker's frames per batch (RayCollector(N) sync: "
+            f"{FRAMES_PER_BATCH} / N), t_c(N) the slowest worker's own seconds per batch while "
+            f"N run (measured: t_c(1)={t_c[1] * 1000:.1f} ms for {per_worker[1]} frames, t_c(2)="
             f"{t_c[2] * 1000:.1f} ms for {per_worker[2]}), o={cost:.2f} ms Ray's cost per batch "
             f"on the driver. 'N nodes' rows: a core per worker, each worker a whole "
             f"{per_worker[1]}-frame batch per round (as the Scheme's), t_c = t_c(1); the ceiling "
@@ -286,29 +348,97 @@ def learn(layout, seed: int, max_frames: int) -> dict:
             "seconds": seconds, "last10": statistics.fmean(returns[-10:])}  # fmt: skip
 
 
+LEARNING_HEADER = ["layout", "seed", "frames", "seconds", "start-up s", "last-10 return",
+                   "frame cap", "load avg"]  # fmt: skip
+
+
+def saved_learning_rows() -> list[list[str]]:
+    """The rows of ``results/scheme_learning.md`` (its per-seed table), as text cells, so
+    that a run of some seeds adds to the others'. Rows of the older 6-column table get
+    their cap and load from its note."""
+    path = RESULTS_DIR / "scheme_learning.md"
+    if not path.exists():
+        return []
+    text = path.read_text()
+    cap = re.search(r"cap (\d+) frames", text)
+    load = re.search(r"load average (\d+(?:\.\d+)?)", text)
+    rows, table = [], None
+    for line in text.splitlines():
+        if line.startswith("| layout | seed |"):
+            table = line
+        elif table and line.startswith("|") and not line.startswith("|---"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if len(cells) == 6:
+                cells += [cap.group(1) if cap else "?", load.group(1) if load else "?"]
+            rows.append(cells)
+        elif table and not line.strip():
+            table = None if rows else table
+            if rows:
+                break
+    return rows
+
+
+def learning_summary(rows: list[list[str]]) -> list[list]:
+    """Per layout: seeds, median and worst frames to -200 (a seed that did not reach it
+    counts as worst) and median and worst seconds of those that did."""
+    out = []
+    for layout in dict.fromkeys(r[0] for r in rows):
+        mine = [r for r in rows if r[0] == layout]
+        reached = [r for r in mine if not r[2].startswith(">")]
+        frames = sorted(int(r[2]) for r in reached)
+        seconds = sorted(float(r[3]) for r in reached)
+        missed = len(mine) - len(reached)
+        out.append([
+            layout, len(mine), f"{len(reached)}/{len(mine)}",
+            statistics.median(frames) if frames and not missed else "-",
+            f"not reached (cap {max(int(r[6]) for r in mine if r[2].startswith('>'))})"
+            if missed
+            else max(frames),
+            statistics.median(seconds) if seconds and not missed else "-",
+            "-" if missed else max(seconds),
+        ])  # fmt: skip
+    return out
+
+
 def learning(seeds, max_frames: int, layouts=None) -> None:
     import ray
 
     ray.init(address="local", num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
              object_store_memory=200 * 1024**2)  # fmt: skip
-    rows = []
+    new = []
     for layout in [lay for lay in LAYOUTS if layouts is None or lay[0] in layouts]:
         for seed in seeds:
+            load = _load()
             r = learn(layout, seed, max_frames)
             print(r, flush=True)
-            rows.append([r["layout"], r["seed"], r["frames"] or f"> {max_frames}",
-                         r["seconds"], r["startup_s"], r["last10"]])  # fmt: skip
+            new.append([r["layout"], str(r["seed"]), str(r["frames"] or f"> {max_frames}"),
+                        f"{r['seconds']:.3g}", f"{r['startup_s']:.3g}", f"{r['last10']:.0f}",
+                        str(max_frames), f"{max(load, _load()):.1f}"])  # fmt: skip
     ray.shutdown()
+    done = {(r[0], r[1]) for r in new}
+    order = [lay[0] for lay in LAYOUTS]
+    rows = [r for r in saved_learning_rows() if (r[0], r[1]) not in done] + new
+    rows.sort(key=lambda r: (order.index(r[0]) if r[0] in order else len(order), int(r[1])))
+    summary = learning_summary(rows)
+    per_seed = "\n".join(
+        ["| " + " | ".join(LEARNING_HEADER) + " |", "|" + "---|" * len(LEARNING_HEADER)]
+        + ["| " + " | ".join(r) + " |" for r in rows]
+    )
     write_table(
         "scheme_learning",
         "Scheme: PPO on Pendulum-v1 to -200 (mean of the last 10 episodes)",
-        ["layout", "seed", "frames", "seconds", "start-up s", "last-10 return"],
-        rows,
+        ["layout", "seeds", "reached", "median frames", "worst frames", "median s",
+         "worst s"],
+        summary,
         notes=(
-            f"recipe PPO values through torchrl_lite.agent; cap {max_frames} frames; "
-            f"{os.cpu_count()} CPUs, load average {_load():.1f}."
-        ),  # fmt: skip
-    )
+            "recipe PPO values through torchrl_lite.agent; seconds of training (Scheme "
+            f"start-up apart), on {os.cpu_count()} CPUs shared with other work (load average "
+            "per run below): upper bounds. Frames to the first time the mean of the last 10 "
+            "episode returns reached -200. Asynchronous layouts do not repeat run to run (which "
+            "worker's batch comes first depends on timing). Per seed:\n\n" + per_seed
+            + "\n\nSummary:"
+        ),
+    )  # fmt: skip
 
 
 def main(argv=None) -> None:
@@ -318,6 +448,8 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--max-frames", type=int, default=20_000 if smoke() else 150_000)
     parser.add_argument("--layouts", nargs="*", default=None, help='e.g. "1/1" "2x1 sync"')
+    parser.add_argument("--quick", action="store_true",
+                        help="collection: 5 runs of 3 batches, 30 cost calls (about a minute)")  # fmt: skip
     args, rest = parser.parse_known_args(argv)
     if args.part == "halfcheetah":  # the seed's task, long run (not part of "all")
         import scheme_halfcheetah
@@ -326,7 +458,7 @@ def main(argv=None) -> None:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.part in ("collection", "all"):
-        collection()
+        collection(args.quick)
     if args.part in ("learning", "all"):
         learning(args.seeds, args.max_frames, args.layouts)
 

@@ -79,8 +79,12 @@ def test_ray_collector_async_survives_a_killed_worker(ray_session):  # noqa: F81
     assert first.batch_size == torch.Size([20])
     pid = ray.get(collector.group.call(0, "ping"))
     os.kill(pid, signal.SIGKILL)
-    for _ in range(6):  # the other worker keeps delivering while worker 0 restarts
+    # the other worker keeps delivering while worker 0 restarts; how many batches it
+    # delivers before Ray reports the death depends on the machine, not on this code
+    for _ in range(500):
         assert collector.next().batch_size == torch.Size([20])
+        if collector.group.restarts[0]:
+            break
     assert collector.group.restarts[0] == 1
     assert any("remote collector 0 failed" in e for e in collector.events)
     collector.shutdown()

@@ -4,8 +4,9 @@
 policy (the 1/1 mode: no copy of the weights, no Ray). ``RemoteCollection`` drives N
 ``RolloutWorker`` Ray actors:
 
-* synchronous: a round sends the current weights (one ``ray.put``) to every healthy worker
-  and gathers their batches, in worker order (so a seeded run repeats). With preemption
+* synchronous: a round sends the current weights (made once per version, see
+  ``transport.weights_message``) to every healthy worker that does not hold them yet and
+  gathers their batches, in worker order (so a seeded run repeats). With preemption
   thresholds (``fraction_workers`` < 1), once that fraction of the workers has delivered,
   the others are asked to return what they hold, at least ``fraction_samples`` of a batch.
 * asynchronous: every worker always has a batch in progress; ``collect`` returns the first
@@ -18,6 +19,7 @@ from __future__ import annotations
 import math
 
 from torchrl_lite.collectors import SyncDataCollector
+from torchrl_lite.collectors.distributed.transport import open_result
 from torchrl_lite.collectors.distributed.worker import RolloutWorker
 
 __all__ = ["LocalCollection", "RemoteCollection", "build_collector"]
@@ -88,24 +90,41 @@ class RemoteCollection:
         self.fraction_workers, self.fraction_samples = fraction_workers, fraction_samples
         self.count = group.count
         self._pending: dict = {}  # async: ref -> index
+        self._sent: dict[int, tuple] = {}  # worker -> (weights version, restarts) it holds
 
     def collect(self, weights_fn, version: int) -> list:
-        """``[(batch, meta), ...]``; ``weights_fn()`` is the current weights' ObjectRef."""
+        """``[(batch, meta), ...]``; ``weights_fn()`` gives the current weights as sent to
+        the workers (``transport.weights_message``: packed, or their ObjectRef)."""
         group = self.group
         while True:
             ready = group.wait_ready()
             if self.synchronous:
-                out = self._round(ready, weights_fn(), version)
+                out = self._round(ready, weights_fn, version)
             else:
                 out = self._first(ready, weights_fn, version)
             if out:
-                return out
+                return [open_result(result) for result in out]
 
-    def _round(self, ready, weights, version) -> list:
+    def _weights_for(self, index: int, weights_fn, version: int):
+        """The weights for worker ``index``'s next call: None if it holds ``version``
+        already (a restarted worker gets them again)."""
+        held = (version, self.group.restarts[index])
+        if self._sent.get(index) == held:
+            return None
+        self._sent[index] = held
+        return weights_fn()
+
+    def _call_collect(self, index: int, weights_fn, version: int, *args):
+        return self.group.call(
+            index, "collect", self._weights_for(index, weights_fn, version), version, *args
+        )
+
+    def _round(self, ready, weights_fn, version) -> list:
         import ray
 
         group = self.group
-        refs = {i: group.call(i, "collect", weights, version, self.fraction_samples) for i in ready}
+        refs = {i: self._call_collect(i, weights_fn, version, self.fraction_samples)
+                for i in ready}  # fmt: skip
         if self.fraction_workers >= 1.0:
             return list(group.gather(refs).values())
         need = max(1, math.ceil(self.fraction_workers * len(refs)))
@@ -123,10 +142,10 @@ class RemoteCollection:
         busy = set(self._pending.values())
         for index in ready:
             if index not in busy:
-                self._pending[group.call(index, "collect", weights_fn(), version)] = index
+                self._pending[self._call_collect(index, weights_fn, version)] = index
         index, result = group.first(self._pending)
         if result is not None and group.ready_flags[index]:
-            self._pending[group.call(index, "collect", weights_fn(), version)] = index
+            self._pending[self._call_collect(index, weights_fn, version)] = index
         return [] if result is None else [result]
 
     @property
@@ -148,6 +167,7 @@ class RemoteCollection:
         remote = state.get("remote", {})
         refs = {i: self.group.call(i, "load_state_dict", s) for i, s in remote.items()}
         self.group.gather(refs)
+        self._sent.clear()  # the workers' versions changed: send weights again
 
     def shutdown(self) -> None:
         self._pending.clear()

@@ -24,6 +24,7 @@ import time
 
 import torch
 
+from torchrl_lite.collectors.distributed.transport import unpack, weights_message
 from torchrl_lite.scheme.collection import LocalCollection, RemoteCollection, build_collector
 
 __all__ = ["GradientWorker", "worker_seed"]
@@ -127,7 +128,8 @@ class GradientWorker:
 
         def args_for(index, restarts):
             make = _collection_worker_make(factories, device, seed + restarts, g, index, chunks)
-            return (make,), {"seed": worker_seed(seed, g, index, restarts), "chunks": chunks}
+            seed_i = worker_seed(seed, g, index, restarts)
+            return (make,), {"seed": seed_i, "chunks": chunks, "pack_batches": True}
 
         group = WorkerGroup(
             "collection worker",
@@ -155,17 +157,16 @@ class GradientWorker:
         return os.getpid()
 
     def _current_weights(self):
-        import ray
-
+        """The current weights as sent to the collection workers, made once per version."""
         if self._weights_ref is None or self._weights_ref[0] != self.version:
-            self._weights_ref = (self.version, ray.put(self.algo.get_weights()))
+            self._weights_ref = (self.version, weights_message(self.algo.get_weights()))
         return self._weights_ref[1]
 
     def step(self, weights=None, version: int | None = None):
         """One minibatch gradient: ``(grads, info)``. ``weights`` (with their update
         ``version``) are installed first when given."""
         if weights is not None:
-            self.algo.set_weights(weights)
+            self.algo.set_weights(unpack(weights))
         if version is not None:
             self.version = int(version)
         info = {"frames": 0, "returns": [], "policy_lag": [], "collect_s": 0.0, "col_frames_s": 0.0}
@@ -225,7 +226,7 @@ class GradientWorker:
         return self.algo.get_weights()
 
     def set_weights(self, weights, version: int) -> None:
-        self.algo.set_weights(weights)
+        self.algo.set_weights(unpack(weights))
         self.version = int(version)
 
     # -- decentralized update (torch.distributed, gloo) --------------------------------------

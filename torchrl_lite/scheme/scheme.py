@@ -16,8 +16,9 @@ Seed 000's training architecture. ``Scheme`` takes the component factories (see
   ``decentralized_update=True`` lets the workers all-reduce (torch.distributed, gloo) and
   each apply the average: no central update.
 
-Weights move once per update (one ``ray.put``, read by every worker); batches and
-gradients move as TensorDicts / tensor lists. ``step()`` is one update (one minibatch).
+Weights move once per update, packed in one buffer (``collectors.distributed.transport``:
+inline in the calls when small, else one ``ray.put`` read by every worker); batches come
+back packed the same way and are rebuilt as TensorDicts; gradients move as tensor lists. ``step()`` is one update (one minibatch).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 
 import torch
 
+from torchrl_lite.collectors.distributed.transport import weights_message
 from torchrl_lite.scheme.gradient_worker import GradientWorker
 
 __all__ = ["Scheme"]
@@ -240,7 +242,7 @@ class Scheme:
         address = ray.get(self.group.call(0, "free_address"))
         # fetched once, before any worker blocks in the rendezvous (asking worker 0 for its
         # weights while it waits for the others would deadlock)
-        weights = ray.put(self.get_weights())
+        weights = weights_message(self.get_weights())
         refs = {
             i: self.group.call(i, "init_process_group", address, i, self.grad_workers, weights)
             for i in range(self.grad_workers)
@@ -272,10 +274,8 @@ class Scheme:
         return out
 
     def _weights(self):
-        import ray
-
         if self._weights_ref is None or self._weights_ref[0] != self.version:
-            self._weights_ref = (self.version, ray.put(self.algo.get_weights()))
+            self._weights_ref = (self.version, weights_message(self.algo.get_weights()))
         return self._weights_ref[1]
 
     def _step_sync(self) -> list:

@@ -2,8 +2,10 @@
 
 Each remote worker is a ``RolloutWorker`` Ray actor (the Scheme's collection worker) that
 runs a ``SyncDataCollector`` on its own copy of the policy. ``update_policy_weights_()``
-puts the local policy's weights in Ray's object store once; every worker installs them
-with its next batch. Workers that die are restarted with the current weights (the
+packs the local policy's weights once (``transport.weights_message``: sent inline when
+small, else one ``ray.put``); every worker installs them with its next batch, and a
+worker that holds them already is not sent them again. Batches come back packed in one
+buffer and are rebuilt as TensorDicts on the driver. Workers that die are restarted with the current weights (the
 ``WorkerGroup`` rules: restart cap, timeout), and collection goes on with the others.
 """
 
@@ -18,6 +20,7 @@ from torchrl_lite.collectors.distributed.ray_workers import (
     check_resources,
     require_ray,
 )
+from torchrl_lite.collectors.distributed.transport import open_result, weights_message
 from torchrl_lite.collectors.distributed.worker import RolloutWorker
 
 __all__ = ["RayCollector"]
@@ -120,7 +123,7 @@ class RayCollector(DataCollectorBase):
 
         def args_for(index, restarts):
             s = None if seed is None else seed + 1000 * index + 100_000 * restarts
-            return (_worker_make(create_env_fn, policy, frames, kwargs, s),), {}
+            return (_worker_make(create_env_fn, policy, frames, kwargs, s),), {"pack_batches": True}
 
         self.group = WorkerGroup("remote collector", RolloutWorker, args_for, num_collectors,
                                  resources, max_restarts, timeout, on_event=self.events.append)  # fmt: skip
@@ -135,17 +138,15 @@ class RayCollector(DataCollectorBase):
     def update_policy_weights_(self, weights=None) -> None:
         """Send the local policy's weights (or ``weights``) to every worker, once: each
         installs them with its next batch."""
-        import ray
-
         self._check_open()
         if weights is None:
             if self.policy is None:
                 return
-            weights = TensorDict.from_module(self.policy).data.clone()
+            weights = TensorDict.from_module(self.policy).data
         elif isinstance(weights, torch.nn.Module):
-            weights = TensorDict.from_module(weights).data.clone()
+            weights = TensorDict.from_module(weights).data
         self._version += 1
-        self._weights = ray.put(weights)
+        self._weights = weights_message(weights)  # a copy: later changes are not sent
 
     def _submit(self, index: int):
         """``collect`` on worker ``index``, with the weights if it does not hold them yet
@@ -164,7 +165,8 @@ class RayCollector(DataCollectorBase):
             if self.sync:
                 results = self.group.gather({i: self._submit(i) for i in ready})
                 if results:  # the healthy workers' batches (a failed one is restarting)
-                    return torch.cat([batch for batch, _ in results.values()], dim=0)
+                    batches = [open_result(r)[0] for r in results.values()]
+                    return batches[0] if len(batches) == 1 else torch.cat(batches, dim=0)
                 continue
             busy = set(self._pending.values())
             for i in ready:
@@ -174,7 +176,7 @@ class RayCollector(DataCollectorBase):
             if self.group.ready_flags[index]:
                 self._pending[self._submit(index)] = index
             if result is not None:
-                return result[0]
+                return open_result(result)[0]
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed worker ``i``'s envs with ``seed + 1000 * i``."""

@@ -7,6 +7,10 @@ about it: the policy version that collected it (policy lag), frames, seconds, fi
 episodes' returns. The same class runs in-process (the Scheme's 1/1 mode) and, wrapped by
 ``ray.remote``, as a Ray actor.
 
+Remote workers are built with ``pack_batches=True``: a batch goes back packed in one
+buffer with its metadata (``transport.result_message``; the driver calls
+``transport.open_result``), and weights sent packed are unpacked before they are installed.
+
 Preemption: while ``collect`` runs, ``preempt()`` (from another thread of the actor) asks
 the worker to stop at the next chunk boundary once it holds at least
 ``min_fraction`` of its batch; the batch it returns is then shorter in time.
@@ -22,6 +26,7 @@ from collections.abc import Callable
 import torch
 
 from torchrl_lite import _keys as K
+from torchrl_lite.collectors.distributed.transport import result_message, unpack
 
 __all__ = ["RolloutWorker", "episode_returns_of"]
 
@@ -48,6 +53,8 @@ class RolloutWorker:
         seed: ``torch.manual_seed`` is called with it before ``make`` (None: not seeded).
         chunks: split each batch into this many sub-batches, so that ``preempt`` can end it
             early (1: no preemption).
+        pack_batches: return ``(batch, meta)`` packed for the trip back to a driver (a Ray
+            actor; ``transport.open_result`` opens it); False returns them as they are.
 
     Example:
         >>> from torchrl_lite.collectors import SyncDataCollector
@@ -62,11 +69,14 @@ class RolloutWorker:
         >>> worker.shutdown()
     """
 
-    def __init__(self, make: Callable, seed: int | None = None, chunks: int = 1):
+    def __init__(
+        self, make: Callable, seed: int | None = None, chunks: int = 1, pack_batches: bool = False
+    ):
         if seed is not None:
             torch.manual_seed(seed)
         self.collector, self._set_weights = make()
         self.chunks = int(chunks)
+        self.pack_batches = bool(pack_batches)
         self.version = 0
         self._preempt = threading.Event()
         self._min_chunks = self.chunks
@@ -85,7 +95,7 @@ class RolloutWorker:
             return None
 
     def set_weights(self, weights, version: int = 0) -> None:
-        self._set_weights(weights)
+        self._set_weights(unpack(weights))
         self.version = int(version)
 
     def collect(self, weights=None, version: int | None = None, min_fraction: float = 1.0):
@@ -113,7 +123,7 @@ class RolloutWorker:
             "preempted": self._preempt.is_set(),
             "pid": os.getpid(),
         }
-        return batch, meta
+        return result_message(batch, meta) if self.pack_batches else (batch, meta)
 
     def set_seed(self, seed: int) -> int:
         """``collector.set_seed(seed)`` (the next batch starts from a reset)."""
