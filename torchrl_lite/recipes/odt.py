@@ -164,7 +164,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     env = make_eval_env(cfg)
     check_action_kind(env, ACTIONS, "ODT")
     windows = dt.load_windows(cfg, env, capacity=cfg.buffer_trajectories)
-    actor = online_dt_actor(make_model(cfg, env), env.action_spec)
+    actor = online_dt_actor(make_model(cfg, env, windows), env.action_spec)
     loss = OnlineDTLoss(actor, alpha_init=cfg.alpha_init, action_spec=env.action_spec)
     env.close()
     batches = OfflineBatches(windows, batch_size=cfg.batch_size, total_steps=cfg.frames)

@@ -184,6 +184,13 @@ class TrajectoryWindows:
         """Return of each stored trajectory ``[num_trajectories]`` (env units)."""
         return torch.stack([t.get(K.REWARD).sum() for t in self._trajs])
 
+    def state_stats(self, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and standard deviation ``[S]`` of the stored observations (flattened per
+        step; the deviation floored at ``eps``), for :class:`DecisionTransformer`'s
+        ``state_mean`` / ``state_std``."""
+        obs = self._flat.get(K.OBSERVATION).reshape(len(self), -1)
+        return obs.mean(0), obs.std(0).clamp_min(eps)
+
     # -- sampling ---------------------------------------------------------------------
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> TensorDict:
         """Windows ``[batch_size, context_length]`` ending at uniformly drawn steps."""
