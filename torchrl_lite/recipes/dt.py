@@ -137,12 +137,19 @@ def make_model(cfg: Config, env, windows: TrajectoryWindows | None = None) -> De
     )
 
 
-def load_windows(cfg: Config, env, capacity: int | None = None) -> TrajectoryWindows:
-    """The dataset file as windows of ``context_length`` steps (checked against ``env``)."""
+def load_windows(
+    cfg: Config, env, capacity: int | None = None, evict: str = "oldest"
+) -> TrajectoryWindows:
+    """The dataset file as windows of ``context_length`` steps (checked against ``env``;
+    ``capacity`` and ``evict`` as in :class:`TrajectoryWindows`)."""
     dataset = load_dataset(cfg.dataset, cfg.batch_size)
     check_dataset_fits(dataset, env)
     return TrajectoryWindows(
-        dataset.data, cfg.context_length, reward_scale=cfg.reward_scale, capacity=capacity
+        dataset.data,
+        cfg.context_length,
+        reward_scale=cfg.reward_scale,
+        capacity=capacity,
+        evict=evict,
     )
 
 

@@ -60,7 +60,9 @@ class Config(dt.Config):
     online_target: float = -150.0
     """The return the exploring policy is conditioned on (env units)."""
     buffer_trajectories: int = 200
-    """Trajectories kept in the buffer (the oldest leave first)."""
+    """Trajectories kept in the buffer (a larger dataset starts with its best ones)."""
+    buffer_evict: str = "oldest"
+    """Which trajectories leave a full buffer: ``"oldest"`` or ``"lowest_return"``."""
     alpha_init: float = 0.1
     """Initial entropy temperature."""
     dropout: float = 0.0
@@ -163,7 +165,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     torch.manual_seed(cfg.seed)
     env = make_eval_env(cfg)
     check_action_kind(env, ACTIONS, "ODT")
-    windows = dt.load_windows(cfg, env, capacity=cfg.buffer_trajectories)
+    windows = dt.load_windows(cfg, env, capacity=cfg.buffer_trajectories, evict=cfg.buffer_evict)
     actor = online_dt_actor(make_model(cfg, env, windows), env.action_spec)
     loss = OnlineDTLoss(actor, alpha_init=cfg.alpha_init, action_spec=env.action_spec)
     env.close()
