@@ -55,3 +55,35 @@ def test_unknown_eviction_is_rejected():
         ValueError, match=r"evict must be one of \('oldest', 'lowest_return'\), got 'worst'"
     ):
         TrajectoryWindows(_episodes([-1.0]), 2, capacity=3, evict="worst")
+
+
+def test_online_loss_clamps_target_actions_inside_the_bounds():
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torch import nn
+
+    from torchrl_lite.data import Bounded
+    from torchrl_lite.modules import ProbabilisticActor, TanhNormal
+    from torchrl_lite.objectives import OnlineDTLoss
+
+    torch.manual_seed(0)
+    spec = Bounded(-2.0, 2.0, (1,))
+    actor = ProbabilisticActor(
+        TensorDictModule(nn.Sequential(nn.Linear(3, 2), NormalParamExtractor()),
+                         ["observation"], ["loc", "scale"]),
+        in_keys=["loc", "scale"], distribution_class=TanhNormal,
+        distribution_kwargs={"low": -2.0, "high": 2.0},
+    )  # fmt: skip
+    obs = torch.randn(4, 5, 3)
+    at_bound = TensorDict(observation=obs, action=torch.full((4, 5, 1), 2.0), batch_size=[4, 5])
+    inside = TensorDict(observation=obs, action=torch.full((4, 5, 1), 1.98), batch_size=[4, 5])
+    clamped = OnlineDTLoss(actor, action_spec=spec, action_margin=0.01)
+    plain = OnlineDTLoss(actor, action_spec=spec)
+    # 2.0 is read as 2 - 0.01 * 2 = 1.98; without the margin it stays at the bound
+    torch.testing.assert_close(clamped(at_bound)["log_likelihood"], plain(inside)["log_likelihood"])
+    assert plain(at_bound)["log_likelihood"] < plain(inside)["log_likelihood"] - 1.0
+    with pytest.raises(ValueError, match=r"action_margin must be in \[0, 1\).*got 1.5"):
+        OnlineDTLoss(actor, action_spec=spec, action_margin=1.5)
+    with pytest.raises(
+        ValueError, match=r"OnlineDTLoss\(action_margin>0\): needs the action bounds"
+    ):
+        OnlineDTLoss(actor, action_margin=0.01)

@@ -63,6 +63,9 @@ class Config(dt.Config):
     """Trajectories kept in the buffer (a larger dataset starts with its best ones)."""
     buffer_evict: str = "oldest"
     """Which trajectories leave a full buffer: ``"oldest"`` or ``"lowest_return"``."""
+    action_margin: float = 0.0
+    """The buffer's actions are clamped this fraction of the half-range inside the bounds
+    for the log-likelihood (see :class:`~torchrl_lite.objectives.OnlineDTLoss`)."""
     alpha_init: float = 0.1
     """Initial entropy temperature."""
     dropout: float = 0.0
@@ -167,7 +170,12 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     check_action_kind(env, ACTIONS, "ODT")
     windows = dt.load_windows(cfg, env, capacity=cfg.buffer_trajectories, evict=cfg.buffer_evict)
     actor = online_dt_actor(make_model(cfg, env, windows), env.action_spec)
-    loss = OnlineDTLoss(actor, alpha_init=cfg.alpha_init, action_spec=env.action_spec)
+    loss = OnlineDTLoss(
+        actor,
+        alpha_init=cfg.alpha_init,
+        action_spec=env.action_spec,
+        action_margin=cfg.action_margin,
+    )
     env.close()
     batches = OfflineBatches(windows, batch_size=cfg.batch_size, total_steps=cfg.frames)
     trainer = Trainer(
