@@ -187,6 +187,17 @@ def odt_rows() -> list:
     ]]  # fmt: skip
 
 
+def _typed(item: str) -> tuple:
+    """``"key=value"`` as an ODT Config field and its value, typed like the default."""
+    from torchrl_lite.recipes import odt
+
+    key, value = item.split("=", 1)
+    default = getattr(odt.Config, key)
+    if isinstance(default, bool):
+        return key, value in ("1", "true", "True")
+    return key, value if isinstance(default, str) else type(default)(float(value))
+
+
 def _children_cpu() -> float:
     import resource
 
@@ -232,7 +243,7 @@ def main(selected: list[str]) -> None:
             out = dt_case(name, files[name], seed)
         elif kind == "odt":
             seed = int(selected[2])
-            changes = {k: int(v) for k, v in (item.split("=") for item in selected[3:])}
+            changes = dict(_typed(item) for item in selected[3:])
             name, out = "", odt_case(files["medium"], seed, **changes)
             out["changes"] = changes
         else:
