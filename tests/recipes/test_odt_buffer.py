@@ -87,3 +87,29 @@ def test_online_loss_clamps_target_actions_inside_the_bounds():
         ValueError, match=r"OnlineDTLoss\(action_margin>0\): needs the action bounds"
     ):
         OnlineDTLoss(actor, action_margin=0.01)
+
+
+def test_odt_recipe_keeps_the_best_trajectories_seen(tmp_path):
+    pytest.importorskip("h5py", reason="h5py is not installed (pip install 'torchrl-lite[utils]')")
+    from torchrl_lite.recipes import odt
+    from torchrl_lite.recipes.common import make_env
+    from torchrl_lite.recipes.offline import collect_dataset
+
+    path = tmp_path / "pendulum-random.hdf5"
+    collect_dataset(make_env("Pendulum-v1"), None, 600, path, seed=0)  # 3 episodes
+    cfg = odt.Config(
+        dataset=str(path), frames=4, pretrain_steps=2, online_interval=2, online_episodes=2,
+        eval_steps=30, buffer_trajectories=4, hidden=8, n_layer=1, context_length=3, batch_size=8,
+    )  # fmt: skip
+    trainer, _ = odt.make_trainer(cfg, progress_bar=False)
+    windows = trainer.collector.dataset
+    assert windows.evict == "lowest_return" and trainer.loss_module.action_margin == 0.01
+    seen = windows.returns().tolist()
+    trainer.train()  # two collections of two 30-step episodes
+    refresh = odt.online_refresh_of(trainer)
+    assert refresh.env_frames == 120 and windows.num_trajectories == 4
+    # 30-step episodes (about -30 to -300) beat 200-step random ones (about -1000): the
+    # buffer keeps the four best of the 3 + 4 trajectories seen
+    kept = sorted(windows.returns().tolist(), reverse=True)
+    assert min(kept) >= sorted(seen + kept, reverse=True)[3] - 1e-3
+    assert len(windows) < 600  # at least one 200-step dataset episode left
