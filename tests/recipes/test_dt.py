@@ -240,6 +240,7 @@ def test_odt_refresh_replaces_the_oldest_trajectories(random_file):
     cfg = odt.Config(
         dataset=str(random_file), frames=4, pretrain_steps=2, online_interval=2, online_episodes=2,
         eval_steps=30, buffer_trajectories=4, hidden=8, n_layer=1, context_length=3, batch_size=8,
+        buffer_evict="oldest",
     )  # fmt: skip
     trainer, policy = odt.make_trainer(cfg, progress_bar=False)
     windows = trainer.collector.dataset

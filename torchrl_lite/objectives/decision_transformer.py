@@ -17,7 +17,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
-from torchrl_lite.objectives._off_policy import Temperature, action_shape_of
+from torchrl_lite.objectives._off_policy import Temperature, action_bounds, action_shape_of
 from torchrl_lite.objectives.common import LossModule, _LossValueError
 from torchrl_lite.objectives.utils import check_distance, distance_loss, entropy_of, log_prob_of
 
@@ -86,6 +86,11 @@ class OnlineDTLoss(Temperature, LossModule):
             (the shape of ``action_spec`` if given, else of the first batch's actions).
         action_spec: the action spec of one environment (no batch dims), or None.
         samples_mc_entropy: samples of the Monte-Carlo entropy estimate.
+        action_margin: before the log-likelihood, the target actions are clamped into
+            ``[low + m * h, high - m * h]`` (``h`` half the range of ``action_spec``'s
+            bounds, needed then): a squashed (TanhNormal) distribution has its ``atanh``
+            infinite at the bounds, and a dataset whose actions were clipped there would
+            otherwise pull its pre-squash scale far out. 0: no clamp.
 
     Example:
         >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
@@ -113,9 +118,23 @@ class OnlineDTLoss(Temperature, LossModule):
         target_entropy: str | float = "auto",
         action_spec=None,
         samples_mc_entropy: int = 1,
+        action_margin: float = 0.0,
     ):
         super().__init__()
         _check_actor(actor_network, "OnlineDTLoss", needs_dist=True)
+        if not 0.0 <= action_margin < 1.0:
+            raise ValueError(
+                f"OnlineDTLoss: action_margin must be in [0, 1) (a fraction of the half-range), "
+                f"got {action_margin!r}."
+            )
+        self.action_margin = float(action_margin)
+        if self.action_margin > 0:
+            low, high = action_bounds(
+                action_spec, None, self.tensor_keys.action_target, "OnlineDTLoss(action_margin>0)"
+            )
+            inset = self.action_margin * (high - low) / 2
+            self.register_buffer("_clamp_low", (low + inset).float())
+            self.register_buffer("_clamp_high", (high - inset).float())
         if int(samples_mc_entropy) < 1:
             raise ValueError(
                 f"OnlineDTLoss: samples_mc_entropy must be >= 1, got {samples_mc_entropy}."
@@ -145,6 +164,10 @@ class OnlineDTLoss(Temperature, LossModule):
         """The online DT losses on a batch of sequences (see the class docstring)."""
         td = tensordict
         target = self._get(td, "action_target")  # [*B, T, *action_shape]
+        if self.action_margin > 0:
+            target = torch.clamp(
+                target, self._clamp_low.to(target.dtype), self._clamp_high.to(target.dtype)
+            )
         dist = self.actor_network.get_dist(td.select(*self.actor_network.in_keys))
         mask = td.get(self.tensor_keys.mask, None)  # [*B, T] or None
         log_likelihood = _masked_mean(log_prob_of(dist, target, td.batch_dims), mask)

@@ -7,8 +7,10 @@ whole trajectories and samples windows of ``context_length`` steps that end at a
 drawn uniformly (so every step is predicted as the last of a window), left-padded at an
 episode's start, with the keys a DT reads (``observation``, ``action``,
 ``return_to_go``, ``timestep``, ``mask``). It is also the online decision transformer's
-replay buffer: :meth:`TrajectoryWindows.extend` adds the policy's own trajectories and
-drops the oldest ones past ``capacity`` trajectories.
+replay buffer: :meth:`TrajectoryWindows.extend` adds the policy's own trajectories and,
+past ``capacity`` trajectories, drops the oldest (``evict="oldest"``) or those with the
+lowest return (``evict="lowest_return"``); a dataset larger than ``capacity`` starts with
+its highest-return trajectories (as in the online decision transformer paper).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from torchrl_lite import _keys as K
 __all__ = ["returns_to_go", "TrajectoryWindows"]
 
 RETURN_TO_GO = "return_to_go"
+EVICT = ("oldest", "lowest_return")
 
 
 def _need(data: TensorDictBase, key, owner: str, why: str):
@@ -78,11 +81,17 @@ class TrajectoryWindows:
             (what :class:`~torchrl_lite.data.datasets.D4RLExperienceReplay` stores).
         context_length: the window length ``K``.
         reward_scale: returns-to-go are divided by it.
-        capacity: trajectories kept (None: all); :meth:`extend` drops the oldest past it.
+        capacity: trajectories kept (None: all). A ``data`` with more keeps its
+            ``capacity`` highest-return trajectories (in their order).
+        evict: what :meth:`extend` drops past ``capacity``: ``"oldest"`` (first in, first
+            out) or ``"lowest_return"`` (the buffer keeps the best trajectories seen; ties:
+            the older leaves). A trajectory cut by the end of a file counts with the return
+            of its part.
 
     Raises:
         KeyError: ``data`` lacks rewards or trajectory ids (episode ends); names the entry.
-        ValueError: ``context_length`` is longer than every trajectory.
+        ValueError: ``context_length`` is longer than every trajectory, or ``evict`` is
+            unknown.
 
     Example:
         >>> data = TensorDict({"observation": torch.randn(6, 3), "action": torch.randn(6, 1),
@@ -101,7 +110,10 @@ class TrajectoryWindows:
         *,
         reward_scale: float = 1.0,
         capacity: int | None = None,
+        evict: str = "oldest",
     ):
+        if evict not in EVICT:
+            raise ValueError(f"TrajectoryWindows: evict must be one of {EVICT}, got {evict!r}.")
         if (
             isinstance(context_length, bool)
             or not isinstance(context_length, int)
@@ -117,7 +129,9 @@ class TrajectoryWindows:
             reward_scale,
             capacity,
         )
+        self.evict = evict
         self._trajs: list[TensorDict] = []
+        self._returns: list[float] = []
         first = self._split(data)
         longest = max(t.shape[0] for t in first)
         if context_length > longest:
@@ -126,7 +140,7 @@ class TrajectoryWindows:
                 f"trajectory of the dataset (the longest has {longest} steps); use "
                 f"context_length <= {longest}."
             )
-        self._add(first)
+        self._add(first, evict="lowest_return")
 
     # -- storing ----------------------------------------------------------------------
     def _split(self, data: TensorDictBase) -> list[TensorDict]:
@@ -157,19 +171,29 @@ class TrajectoryWindows:
             )
         return out
 
-    def _add(self, trajs: list[TensorDict]) -> None:
+    def _add(self, trajs: list[TensorDict], evict: str) -> None:
         self._trajs.extend(trajs)
-        if self.capacity is not None and len(self._trajs) > self.capacity:
-            self._trajs = self._trajs[len(self._trajs) - self.capacity :]
+        self._returns.extend(float(t.get(K.REWARD).sum()) for t in trajs)
+        extra = 0 if self.capacity is None else len(self._trajs) - self.capacity
+        if extra > 0:
+            if evict == "oldest":
+                drop = set(range(extra))
+            else:  # the lowest returns; among equal ones the oldest
+                order = sorted(range(len(self._trajs)), key=lambda i: (self._returns[i], i))
+                drop = set(order[:extra])
+            keep = [i for i in range(len(self._trajs)) if i not in drop]
+            self._trajs = [self._trajs[i] for i in keep]
+            self._returns = [self._returns[i] for i in keep]
         self._flat = torch.cat([t.exclude(K.REWARD) for t in self._trajs])  # [N]
         lengths = torch.tensor([t.shape[0] for t in self._trajs])
         self._start_of = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)  # [N]
 
     def extend(self, data: TensorDictBase) -> int:
         """Add the trajectories of flat transitions ``data [N]`` (same keys as the
-        constructor's); drop the oldest past ``capacity``. Returns the trajectories added."""
+        constructor's); past ``capacity``, drop as ``evict`` says. Returns the trajectories
+        added (some may be dropped at once under ``"lowest_return"``)."""
         trajs = self._split(data)
-        self._add(trajs)
+        self._add(trajs, self.evict)
         return len(trajs)
 
     def __len__(self) -> int:
@@ -183,6 +207,13 @@ class TrajectoryWindows:
     def returns(self) -> torch.Tensor:
         """Return of each stored trajectory ``[num_trajectories]`` (env units)."""
         return torch.stack([t.get(K.REWARD).sum() for t in self._trajs])
+
+    def state_stats(self, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and standard deviation ``[S]`` of the stored observations (flattened per
+        step; the deviation floored at ``eps``), for :class:`DecisionTransformer`'s
+        ``state_mean`` / ``state_std``."""
+        obs = self._flat.get(K.OBSERVATION).reshape(len(self), -1)
+        return obs.mean(0), obs.std(0).clamp_min(eps)
 
     # -- sampling ---------------------------------------------------------------------
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> TensorDict:

@@ -51,6 +51,11 @@ class DecisionTransformer(nn.Module):
         n_head: attention heads (must divide ``hidden``).
         max_timestep: timesteps embedded (later ones share the last embedding).
         dropout: dropout of the embeddings, attention and MLPs.
+        state_mean: ``[S]`` subtracted from each observation before its embedding (None:
+            zero), e.g. the dataset's mean (:meth:`TrajectoryWindows.state_stats`).
+        state_std: ``[S]`` the centred observation is divided by (None: one). Both are
+            buffers of the model, so training, acting and checkpoints use the same
+            normalization.
 
     Example:
         >>> net = DecisionTransformer(3, 1, context_length=4, hidden=16, n_layer=1)
@@ -71,6 +76,8 @@ class DecisionTransformer(nn.Module):
         n_head: int = 1,
         max_timestep: int = 1000,
         dropout: float = 0.1,
+        state_mean=None,
+        state_std=None,
     ):
         super().__init__()
         for name, value in (("context_length", context_length), ("max_timestep", max_timestep)):
@@ -95,6 +102,24 @@ class DecisionTransformer(nn.Module):
         )  # fmt: skip
         self.blocks = nn.TransformerEncoder(layer, n_layer, enable_nested_tensor=False)
         self.final_norm = nn.LayerNorm(hidden)
+        self.register_buffer("state_mean", self._stat(state_mean, 0.0, "state_mean"))
+        self.register_buffer("state_std", self._stat(state_std, 1.0, "state_std"))
+
+    def _stat(self, value, default: float, name: str) -> torch.Tensor:
+        if value is None:
+            return torch.full((self.state_dim,), default)
+        value = torch.as_tensor(value, dtype=torch.float32).reshape(-1)
+        if value.numel() != self.state_dim:
+            raise ValueError(
+                f"DecisionTransformer: {name} has {value.numel()} entries but state_dim is "
+                f"{self.state_dim}; pass one value per observation entry."
+            )
+        if name == "state_std" and not bool((value > 0).all()):
+            raise ValueError(
+                f"DecisionTransformer: state_std must be > 0 everywhere, got {value.tolist()}; "
+                "floor it (e.g. std.clamp_min(1e-6))."
+            )
+        return value.clone()
 
     def forward(self, observation, action, return_to_go, timestep, mask) -> torch.Tensor:
         """Hidden states ``[*B, T, hidden]`` of the state tokens (see the module docstring)."""
@@ -106,6 +131,7 @@ class DecisionTransformer(nn.Module):
             )
         n = batch.numel()
         obs = observation.reshape(n, steps, self.state_dim)
+        obs = (obs - self.state_mean.to(obs.dtype)) / self.state_std.to(obs.dtype)
         act = action.reshape(n, steps, self.action_dim).to(obs.dtype)
         rtg = return_to_go.reshape(n, steps, 1).to(obs.dtype)
         time = self.embed_timestep(
