@@ -6,7 +6,9 @@ calls the wrapped env's ``_step`` and passes the result through each transform's
 transform's ``_reset``. Keys and specs are checked once, when the transform list changes;
 a step does only tensor work. A transform none of whose keys the env has is skipped, as
 in TorchRL (with a warning; ``check_env_specs`` raises on it); one with some of its keys
-missing raises ``KeyError``.
+missing raises ``KeyError``. When the wrapped env has a numpy stepper and every transform a
+numpy form, random rollouts and collector batches skip the per-step TensorDicts
+(``_numpy_forms.py``; the same values).
 """
 
 from __future__ import annotations
