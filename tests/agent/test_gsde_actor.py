@@ -133,6 +133,6 @@ def test_ppo_recipe_with_gsde_learns_pendulum_short():
     from test_ppo_sac import _train
 
     returns = _train("ppo", frames=12_288, use_sde=True, lr=2e-3, mini_batch_size=128,
-                     log_std_init=-0.5)  # fmt: skip
+                     init_log_std=-0.5)  # fmt: skip
     first, last = sum(returns[:8]) / 8, sum(returns[-8:]) / 8
     assert last > first + 250, (first, last)

@@ -111,7 +111,7 @@ class Config:
     ``sde_sample_freq`` steps) with an unsquashed Gaussian clipped to the action bounds."""
     sde_sample_freq: int = 4
     """With ``use_sde``: steps between two draws of the noise matrices (<= 0: per batch)."""
-    log_std_init: float = 0.0
+    init_log_std: float = 0.0
     """Initial log-std (with ``use_sde``: of every entry of gSDE's log-sigma matrix)."""
 
 
@@ -161,7 +161,7 @@ def make_actor_critic(cfg: Config, env):
     body, key = observation_network(env, act_dim, cfg.hidden, 2, pixels=cfg.pixels)
     if cfg.use_sde:
         return _gsde_actor(cfg, body, key, act_dim, low, high), _critic(cfg, env)
-    net = nn.Sequential(body, StateIndependentScale(act_dim, cfg.log_std_init))
+    net = nn.Sequential(body, StateIndependentScale(act_dim, cfg.init_log_std))
     actor = ProbabilisticActor(
         TensorDictModule(net, in_keys=[key], out_keys=["loc", "scale"]),
         in_keys=["loc", "scale"],
@@ -184,7 +184,7 @@ def _without_head(body: nn.Sequential) -> tuple[nn.Module, int]:
 def _gsde_actor(cfg: Config, body, key, act_dim, low, high):
     """gSDE on the MLP's last hidden layer, its samples clipped to ``[low, high]``."""
     features, width = _without_head(body)
-    head = GSDEHead(width, act_dim, cfg.log_std_init, cfg.sde_sample_freq)
+    head = GSDEHead(width, act_dim, cfg.init_log_std, cfg.sde_sample_freq)
     return ClippedProbabilisticActor(
         TensorDictModule(nn.Sequential(features, head), in_keys=[key],
                          out_keys=["loc", "scale", "sde_noise"]),
