@@ -180,9 +180,11 @@ class OnPolicyActor(nn.Module):
         in_keys = list(policy_features.extractor.in_keys)
         if isinstance(action_space, gymnasium.spaces.Box):
             act_dim = int(action_space.shape[-1])
-            net = _network(policy_features, act_dim, StateIndependentScale(act_dim, log_std_init))
             low = torch.tensor(action_space.low, dtype=torch.float32)
             high = torch.tensor(action_space.high, dtype=torch.float32)
+            if sde is None:  # a state-independent log-std
+                scale = StateIndependentScale(act_dim, log_std_init)
+                net = _network(policy_features, act_dim, scale)
         if isinstance(action_space, gymnasium.spaces.Box) and sde is not None:
             freq, at_start = sde
             head = GSDEHead(policy_features.num_outputs, act_dim, log_std_init, freq)
