@@ -262,15 +262,21 @@ def _reference(run: Path) -> str:
         return ""
     table = _eval_rows(REFERENCE_RUN)
     final = table[-1]
-    collapsed = sum(1 for r in table if r[3] < -1000 and r[0] > 100_000)
     return (
         f"\n\nReference, the first run ({_describe(REFERENCE_RUN)}; same values otherwise, "
         f"run folder benchmarks/runs/halfcheetah-ppo): deterministic mean {final[2]:,.0f} "
         f"(min {final[3]:,.0f}, max {final[4]:,.0f}) at {final[0]:,} frames after "
         f"{final[1]:,.0f} s of training, best {max(r[2] for r in table):,.0f}; "
-        f"{collapsed} of {len(table)} evaluations past 100k frames had an episode below "
-        f"-1,000 (the cheetah flipped / stuck)."
+        f"{_collapses(table)}."
     )
+
+
+def _collapses(table: list[list]) -> str:
+    """How many evaluations past 100k frames had an episode below -1,000."""
+    late = [r for r in table if r[0] > 100_000]
+    low = sum(1 for r in late if r[3] < -1000)
+    return (f"{low} of the {len(late)} evaluations past 100k frames had an episode below "
+            f"-1,000 (the cheetah flipped or stuck)")  # fmt: skip
 
 
 def report(run_dir: str) -> None:
@@ -298,8 +304,8 @@ def report(run_dir: str) -> None:
             f"{int(last['frames']):,} of {frames:,} frames in {float(last['seconds']):,.0f} s "
             f"({fps:.0f} frames/s overall, collection and 20 epochs of updates; at this rate "
             f"2M frames take {2e6 / max(fps, 1e-9) / 3600:.1f} h); mean training return of "
-            f"the last rounds {statistics.fmean(recent) if recent else float('nan'):.0f}."
-            f"{_reference(run)}"
+            f"the last rounds {statistics.fmean(recent) if recent else float('nan'):.0f}; "
+            f"{_collapses(table)}.{_reference(run)}"
         ),
     )
 
