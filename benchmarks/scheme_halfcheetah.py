@@ -13,17 +13,22 @@ hidden layer) whose samples are clipped to the action bounds for the env, the
 log-probability being the raw sample's (``ClippedProbabilisticActor``). The 16 envs are
 2 collection workers x 8 envs; noise matrices are per env, redrawn every 4 steps.
 
-``--no-sde`` runs the previous setting (kept as the reference row of the report): the same
+``--no-sde`` runs the previous setting (the reference paragraph of the report): the same
 values without gSDE, a tanh-squashed Normal with a state-independent log-std initialised at
 -1.0 (``NO_SDE``); it reached a deterministic return of 1,135 at 2M frames (run folder
-committed at ``benchmarks/runs/halfcheetah-ppo``).
+committed at ``benchmarks/runs/halfcheetah-ppo``). With gSDE (seed 0) the deterministic
+return passed 2,000 at 352k frames (2,120; 2,461 at 401k); the curve to 2M is in
+``benchmarks/results/scheme_halfcheetah.md``, the run folder in
+``benchmarks/runs/halfcheetah-ppo-sde`` (its README has the exact resume line).
 
 Normalization: the observation statistics live in the actor (``normalize_obs=True``), so
 checkpoints, ``actor_critic.state_dict`` and the deterministic evaluation use them; the
 reward statistics live in the storage (``normalize_reward=True``), in the checkpoints.
 
-Run folder (default ``/work/runs/halfcheetah-ppo-sde``; ``--no-sde``: ``.../halfcheetah-ppo``): ``config.json``, ``checkpoint/``
-(every ``--checkpoint-every`` seconds, resumable with ``--resume``), ``actor_critic.state_dict``,
+Run folder (default ``/work/runs/halfcheetah-ppo-sde``; ``--no-sde``:
+``/work/runs/halfcheetah-ppo``): ``config.json`` (the recipe; ``--resume`` uses it, so a
+folder keeps its setting), ``checkpoint/`` (every ``--checkpoint-every`` seconds, resumable
+with ``--resume``), ``actor_critic.state_dict``,
 ``eval.csv`` (frames, seconds, deterministic return of ``--eval-episodes`` episodes),
 ``train.csv`` (training returns per round), ``logs/`` (the Learner's CSV) and ``PGID``.
 
