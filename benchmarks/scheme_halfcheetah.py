@@ -6,17 +6,29 @@ The seed's own values (``examples/seed_000_train.py``: one env, 1000 steps per r
 published for PPO on HalfCheetahBulletEnv-v0 in SB3's rl-zoo (``hyperparams/ppo.yml``:
 observation and reward normalization, 16 envs x 512 steps, minibatches of 128, 20
 epochs, gamma 0.99, GAE lambda 0.9, clip 0.4, lr 3e-5, no entropy bonus, value coef 0.5,
-grad-norm clip 0.5, [256, 256] ReLU networks without orthogonal init, log-std init -2
-with gSDE). Differences: no gSDE here (a state-independent log-std, initialised at
-``LOG_STD_INIT``), and a tanh-squashed Normal (the library's PPO policy). The 16 envs are
-2 collection workers x 8 envs.
+grad-norm clip 0.5, [256, 256] ReLU networks without orthogonal init, gSDE with
+``sde_sample_freq=4`` and log-std init -2): ``OnPolicyActor(use_sde=True, ...)``, an
+unsquashed state-dependent Gaussian (``torchrl_lite.modules.GSDEHead`` on the policy's last
+hidden layer) whose samples are clipped to the action bounds for the env, the
+log-probability being the raw sample's (``ClippedProbabilisticActor``). The 16 envs are
+2 collection workers x 8 envs; noise matrices are per env, redrawn every 4 steps.
+
+``--no-sde`` runs the previous setting (the reference paragraph of the report): the same
+values without gSDE, a tanh-squashed Normal with a state-independent log-std initialised at
+-1.0 (``NO_SDE``); it reached a deterministic return of 1,135 at 2M frames (run folder
+committed at ``benchmarks/runs/halfcheetah-ppo``). With gSDE (seed 0) the deterministic
+return passed 2,000 at 352k frames (2,120; 2,461 at 401k); the curve to 2M is in
+``benchmarks/results/scheme_halfcheetah.md``, the run folder in
+``benchmarks/runs/halfcheetah-ppo-sde`` (its README has the exact resume line).
 
 Normalization: the observation statistics live in the actor (``normalize_obs=True``), so
 checkpoints, ``actor_critic.state_dict`` and the deterministic evaluation use them; the
 reward statistics live in the storage (``normalize_reward=True``), in the checkpoints.
 
-Run folder (default ``/work/runs/halfcheetah-ppo``): ``config.json``, ``checkpoint/``
-(every ``--checkpoint-every`` seconds, resumable with ``--resume``), ``actor_critic.state_dict``,
+Run folder (default ``/work/runs/halfcheetah-ppo-sde``; ``--no-sde``:
+``/work/runs/halfcheetah-ppo``): ``config.json`` (the recipe; ``--resume`` uses it, so a
+folder keeps its setting), ``checkpoint/`` (every ``--checkpoint-every`` seconds, resumable
+with ``--resume``), ``actor_critic.state_dict``,
 ``eval.csv`` (frames, seconds, deterministic return of ``--eval-episodes`` episodes),
 ``train.csv`` (training returns per round), ``logs/`` (the Learner's CSV) and ``PGID``.
 
@@ -43,13 +55,16 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
 ENV_ID = "HalfCheetahBulletEnv-v0"
-LOG_STD_INIT = -1.0
 RECIPE = {  # SB3 rl-zoo's PPO HalfCheetahBulletEnv-v0 values (see the module docstring)
     "col_workers": 2, "envs_per_worker": 8, "steps": 512, "mini_batch_size": 128,
     "epochs": 20, "gamma": 0.99, "gae_lambda": 0.9, "clip": 0.4, "lr": 3e-5,
     "entropy_coef": 0.0, "value_coef": 0.5, "max_grad_norm": 0.5, "hidden": [256, 256],
-    "log_std_init": LOG_STD_INIT, "normalize_obs": True, "normalize_reward": True,
+    "log_std_init": -2.0, "normalize_obs": True, "normalize_reward": True,
+    "use_sde": True, "sde_sample_freq": 4,
 }  # fmt: skip
+# the first run's setting (--no-sde): no gSDE, tanh-squashed Normal, log-std init -1
+NO_SDE = dict(RECIPE, log_std_init=-1.0, use_sde=False, sde_sample_freq=-1)
+REFERENCE_RUN = Path(__file__).parent / "runs" / "halfcheetah-ppo"  # the --no-sde run
 
 
 def factories(cfg: dict) -> dict:
@@ -68,6 +83,7 @@ def factories(cfg: dict) -> dict:
     )
     test, _, _ = VecEnv.create_factory(pybullet_test_env_factory, kwargs, 1, name="test")
     extractor = {"hidden_sizes": tuple(cfg["hidden"]), "activation": nn.ReLU}
+    sde = {"use_sde": True, "sde_sample_freq": cfg["sde_sample_freq"]} if cfg.get("use_sde") else {}
     return {
         "algo_factory": PPO.create_factory(
             lr=cfg["lr"],
@@ -85,6 +101,7 @@ def factories(cfg: dict) -> dict:
             feature_extractor_kwargs=extractor,
             normalize_obs=cfg["normalize_obs"],
             log_std_init=cfg["log_std_init"],
+            **sde,
         ),  # fmt: skip
         "storage_factory": GAEBuffer.create_factory(
             size=cfg["steps"],
@@ -162,7 +179,7 @@ def train(args) -> None:
             saved["frames"] = frames
             config_path.write_text(json.dumps(saved, indent=2))
     else:
-        cfg = dict(RECIPE, col_workers=args.col_workers, env=args.env)
+        cfg = dict(NO_SDE if args.no_sde else RECIPE, col_workers=args.col_workers, env=args.env)
         frames, seed = args.frames or 2_000_000, args.seed
         config_path.write_text(json.dumps({"recipe": cfg, "frames": frames, "seed": seed,
                                            "eval_every": args.eval_every}, indent=2))  # fmt: skip
@@ -229,41 +246,81 @@ def train(args) -> None:
         ray.shutdown()
 
 
+def _eval_rows(run: Path) -> list[list]:
+    with (run / "eval.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    return [[int(r["frames"]), float(r["train_seconds"]), float(r["eval_mean"]),
+             float(r["eval_min"]), float(r["eval_max"])] for r in rows]  # fmt: skip
+
+
+def _describe(run: Path) -> str:
+    cfg = json.loads((run / "config.json").read_text())["recipe"]
+    if cfg.get("use_sde"):
+        return (f"gSDE, sde_sample_freq {cfg['sde_sample_freq']}, log-std init "
+                f"{cfg['log_std_init']}, Normal clipped to the bounds")  # fmt: skip
+    return f"no gSDE, TanhNormal, log-std init {cfg['log_std_init']}"
+
+
+def _reference(run: Path) -> str:
+    """A paragraph on the --no-sde run (the committed one), unless it is ``run``."""
+    if not (REFERENCE_RUN / "eval.csv").is_file() or run.resolve() == REFERENCE_RUN.resolve():
+        return ""
+    table = _eval_rows(REFERENCE_RUN)
+    final = table[-1]
+    return (
+        f"\n\nReference, the first run ({_describe(REFERENCE_RUN)}; same values otherwise, "
+        f"run folder benchmarks/runs/halfcheetah-ppo): deterministic mean {final[2]:,.0f} "
+        f"(min {final[3]:,.0f}, max {final[4]:,.0f}) at {final[0]:,} frames after "
+        f"{final[1]:,.0f} s of training, best {max(r[2] for r in table):,.0f}; "
+        f"{_collapses(table)}."
+    )
+
+
+def _collapses(table: list[list]) -> str:
+    """How many evaluations past 100k frames had an episode below -1,000."""
+    late = [r for r in table if r[0] > 100_000]
+    low = sum(1 for r in late if r[3] < -1000)
+    return (f"{low} of the {len(late)} evaluations past 100k frames had an episode below "
+            f"-1,000 (the cheetah flipped or stuck)")  # fmt: skip
+
+
 def report(run_dir: str) -> None:
     from _common import write_table
 
     run = Path(run_dir)
-    with (run / "eval.csv").open() as f:
-        rows = list(csv.DictReader(f))
-    table = [[int(r["frames"]), float(r["train_seconds"]), float(r["eval_mean"]),
-              float(r["eval_min"]), float(r["eval_max"])] for r in rows]  # fmt: skip
+    table = _eval_rows(run)
     best = max((r[2] for r in table), default=float("nan"))
     with (run / "train.csv").open() as f:
         train_rows = list(csv.DictReader(f))
     last = train_rows[-1] if train_rows else {"frames": 0, "seconds": 1}
     fps = int(last["frames"]) / max(float(last["seconds"]), 1e-9)
     recent = [float(r["mean_return"]) for r in train_rows[-20:] if r["mean_return"]]
+    frames = json.loads((run / "config.json").read_text())["frames"]
     write_table(
         "scheme_halfcheetah",
         "Scheme: PPO on HalfCheetahBulletEnv-v0, 2 Ray collection workers (deterministic eval)",
         ["frames", "training s", "eval mean", "eval min", "eval max"],
         table,
         notes=(
-            f"benchmarks/scheme_halfcheetah.py (SB3 rl-zoo's PPO values, no gSDE, log-std init "
-            f"{LOG_STD_INIT}; observation and reward normalization), run folder {run}; one "
-            f"seed, nice 19 on a shared 2-core machine. Best deterministic mean so far "
-            f"{best:.0f}; target >= 2,000 at 2M frames (SB3 zoo PPO: 2,925). Training so far: "
-            f"{int(last['frames']):,} frames in {float(last['seconds']):,.0f} s ({fps:.0f} "
-            f"frames/s overall, collection and 20 epochs of updates; at this rate 2M frames "
-            f"take {2e6 / max(fps, 1e-9) / 3600:.1f} h); mean training return of the last "
-            f"rounds {statistics.fmean(recent) if recent else float('nan'):.0f}."
+            f"benchmarks/scheme_halfcheetah.py (SB3 rl-zoo's PPO values, {_describe(run)}; "
+            f"observation and reward normalization), run folder {run}; one seed, nice 19 on "
+            f"a shared 2-core machine. Best deterministic mean so far {best:,.0f}; target "
+            f">= 2,000 at 2M frames (SB3 zoo PPO: 2,925). Training so far: "
+            f"{int(last['frames']):,} of {frames:,} frames in {float(last['seconds']):,.0f} s "
+            f"({fps:.0f} frames/s overall, collection and 20 epochs of updates; at this rate "
+            f"2M frames take {2e6 / max(fps, 1e-9) / 3600:.1f} h); mean training return of "
+            f"the last rounds {statistics.fmean(recent) if recent else float('nan'):.0f}; "
+            f"{_collapses(table)}.{_reference(run)}"
         ),
     )
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", default="/work/runs/halfcheetah-ppo")
+    parser.add_argument("--run-dir", default=None, help="default: /work/runs/halfcheetah-ppo-sde "
+                        "(--no-sde: /work/runs/halfcheetah-ppo)")  # fmt: skip
+    parser.add_argument("--no-sde", action="store_true",
+                        help="the first run's setting: no gSDE, TanhNormal, log-std init -1")  # fmt: skip
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--frames", type=int, default=None, help="2M (with --resume: saved)")
     parser.add_argument("--env", default=ENV_ID)
@@ -275,6 +332,8 @@ def main(argv=None) -> None:
     parser.add_argument("--worker-timeout", type=float, default=14400.0, help="seconds")
     parser.add_argument("--report", action="store_true", help="write the results table only")
     args = parser.parse_args(argv)
+    if args.run_dir is None:
+        args.run_dir = "/work/runs/halfcheetah-ppo" + ("" if args.no_sde else "-sde")
     if args.report:
         report(args.run_dir)
     else:

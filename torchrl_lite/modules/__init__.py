@@ -4,6 +4,8 @@
 from torchrl_lite.modules.distributions import (
     Categorical,
     Delta,
+    GSDEHead,
+    GSDENormal,
     IndependentNormal,
     MaskedCategorical,
     MaskedOneHotCategorical,
@@ -42,6 +44,8 @@ __all__ = [
     # distributions
     "Categorical",
     "Delta",
+    "GSDEHead",
+    "GSDENormal",
     "IndependentNormal",
     "MaskedCategorical",
     "MaskedOneHotCategorical",
@@ -83,6 +87,7 @@ from torchrl_lite.modules.tensordict_module import (  # noqa: E402
     ActorValueOperator,
     AdditiveGaussianModule,
     AdditiveGaussianWrapper,
+    ClippedProbabilisticActor,
     DistributionalQValueActor,
     DistributionalQValueModule,
     EGreedyModule,
@@ -116,6 +121,7 @@ __all__ += [
     "ExplorationType",
     "OrnsteinUhlenbeckProcessModule",
     "OrnsteinUhlenbeckProcessWrapper",
+    "ClippedProbabilisticActor",
     "ProbabilisticActor",
     "QValueActor",
     "QValueModule",

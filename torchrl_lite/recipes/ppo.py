@@ -20,7 +20,15 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 
 from torchrl_lite.collectors import SyncDataCollector
-from torchrl_lite.modules import OneHotCategorical, ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl_lite.modules import (
+    ClippedProbabilisticActor,
+    GSDEHead,
+    GSDENormal,
+    OneHotCategorical,
+    ProbabilisticActor,
+    TanhNormal,
+    ValueOperator,
+)
 from torchrl_lite.objectives import ClipPPOLoss
 from torchrl_lite.objectives.value import GAE
 from torchrl_lite.recipes.common import (
@@ -98,6 +106,13 @@ class Config:
     """Units per hidden layer (two layers, tanh)."""
     pixels: bool = False
     """Learn from rendered images instead of the state (4 stacked 64x64 grayscale frames)."""
+    use_sde: bool = False
+    """Continuous actions: gSDE (state-dependent noise on the last hidden layer, held for
+    ``sde_sample_freq`` steps) with an unsquashed Gaussian clipped to the action bounds."""
+    sde_sample_freq: int = 4
+    """With ``use_sde``: steps between two draws of the noise matrices (<= 0: per batch)."""
+    init_log_std: float = 0.0
+    """Initial log-std (with ``use_sde``: of every entry of gSDE's log-sigma matrix)."""
 
 
 class StateIndependentScale(nn.Module):
@@ -125,8 +140,10 @@ def make_eval_env(cfg: Config, **kwargs):
 def make_actor_critic(cfg: Config, env):
     """Actor and critic, each with its own network (and encoder, with ``pixels``).
 
-    Continuous actions: a TanhNormal with a state-independent scale; discrete ones (Atari):
-    a one-hot categorical over the network's logits.
+    Continuous actions: a TanhNormal with a state-independent scale, or with ``use_sde``
+    gSDE's Gaussian clipped to the bounds (``ClippedProbabilisticActor``, which keeps the
+    raw sample at ``"raw_action"``); discrete ones (Atari): a one-hot categorical over the
+    network's logits.
     """
     spec = env.action_spec
     if action_kind(spec) == "discrete":
@@ -142,7 +159,9 @@ def make_actor_critic(cfg: Config, env):
     act_dim = spec.shape[-1]
     low, high = spec.low.reshape(-1, act_dim)[0], spec.high.reshape(-1, act_dim)[0]
     body, key = observation_network(env, act_dim, cfg.hidden, 2, pixels=cfg.pixels)
-    net = nn.Sequential(body, StateIndependentScale(act_dim))
+    if cfg.use_sde:
+        return _gsde_actor(cfg, body, key, act_dim, low, high), _critic(cfg, env)
+    net = nn.Sequential(body, StateIndependentScale(act_dim, cfg.init_log_std))
     actor = ProbabilisticActor(
         TensorDictModule(net, in_keys=[key], out_keys=["loc", "scale"]),
         in_keys=["loc", "scale"],
@@ -153,13 +172,34 @@ def make_actor_critic(cfg: Config, env):
     return actor, _critic(cfg, env)  # built after the actor: the seeded init is the same
 
 
+def _without_head(body: nn.Sequential) -> tuple[nn.Module, int]:
+    """``body`` without its last ``Linear`` (the features) and the features' size."""
+    *layers, last = list(body)
+    if isinstance(last, nn.Sequential):  # pixels: (encoder, mlp)
+        inner, width = _without_head(last)
+        return nn.Sequential(*layers, inner), width
+    return nn.Sequential(*layers), last.in_features
+
+
+def _gsde_actor(cfg: Config, body, key, act_dim, low, high):
+    """gSDE on the MLP's last hidden layer, its samples clipped to ``[low, high]``."""
+    features, width = _without_head(body)
+    head = GSDEHead(width, act_dim, cfg.init_log_std, cfg.sde_sample_freq)
+    return ClippedProbabilisticActor(
+        TensorDictModule(nn.Sequential(features, head), in_keys=[key],
+                         out_keys=["loc", "scale", "sde_noise"]),
+        in_keys={"loc": "loc", "scale": "scale", "noise": "sde_noise"},
+        low=low, high=high, distribution_class=GSDENormal, return_log_prob=True,
+    )  # fmt: skip
+
+
 def _critic(cfg: Config, env):
     value_net, key = observation_network(env, 1, cfg.hidden, 2, pixels=cfg.pixels)
     return ValueOperator(value_net, in_keys=[key])
 
 
 def make_loss(cfg: Config, actor, critic):
-    return ClipPPOLoss(
+    loss = ClipPPOLoss(
         actor,
         critic,
         clip_epsilon=cfg.clip_epsilon,
@@ -168,6 +208,10 @@ def make_loss(cfg: Config, actor, critic):
         critic_coef=cfg.critic_coef,
         normalize_advantage=True,
     )
+    raw_key = getattr(actor, "raw_action_key", None)
+    if raw_key is not None:  # gSDE's clipped Gaussian: the loss scores the raw sample
+        loss.set_keys(action=raw_key)
+    return loss
 
 
 def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):

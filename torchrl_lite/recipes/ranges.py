@@ -68,7 +68,10 @@ _RULES = {
     "target": (-math.inf, False, math.inf, False, "the target return"),
 }
 
-STRUCTURAL = ("env", "pixels", "hidden", "num_envs", "num_qvalue_nets", "transforms", "buffer_size")
+STRUCTURAL = (
+    "env", "pixels", "hidden", "num_envs", "num_qvalue_nets", "transforms", "buffer_size",
+    "use_sde",
+)  # fmt: skip
 """Config fields that shape the networks, the env or the buffer a checkpoint holds."""
 
 

@@ -81,11 +81,16 @@ def policy_action(policy, in_keys, obs, action_space, deterministic: bool):
     entries = obs if isinstance(obs, dict) else {in_keys[0]: obs}
     batch = next(iter(entries.values())).shape[:1]
     td = TensorDict(dict(entries), batch_size=batch)
+    if K.IS_INIT in in_keys and K.IS_INIT not in entries:  # gSDE reading episode starts
+        td.set(K.IS_INIT, torch.zeros(*batch, 1, dtype=torch.bool))
+    # the distribution without exploring: a policy with state (gSDE's noise) steps once
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        dist = policy.get_dist(td.clone())
     mode = ExplorationType.DETERMINISTIC if deterministic else ExplorationType.RANDOM
     with set_exploration_type(mode):
-        dist = policy.get_dist(td.clone())
         td = policy(td)
-    action = td.get(K.ACTION)
+    # an unsquashed policy clipped for the env: the action is the raw sample (its logp)
+    action = td.get(getattr(policy, "raw_action_key", K.ACTION))
     logp = td.get(K.SAMPLE_LOG_PROB, None)
     if logp is None:
         logp = dist.log_prob(action)

@@ -17,7 +17,16 @@ from torchrl_lite.agent.actors._common import (
 )
 from torchrl_lite.agent.actors.feature_extractors import MLP
 from torchrl_lite.agent.normalization import RunningNorm
-from torchrl_lite.modules import OneHotCategorical, ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl_lite.modules import (
+    ClippedProbabilisticActor,
+    GSDEHead,
+    GSDENormal,
+    IndependentNormal,
+    OneHotCategorical,
+    ProbabilisticActor,
+    TanhNormal,
+    ValueOperator,
+)
 from torchrl_lite.recipes.ppo import StateIndependentScale
 
 __all__ = ["OnPolicyActor"]
@@ -44,14 +53,51 @@ class _Features(nn.Module):
         return self.extractor(*entries)
 
 
+class _GSDENet(nn.Module):
+    """Features -> ``GSDEHead`` -> ``(loc, scale, noise)`` (``is_init`` passed on if read)."""
+
+    def __init__(self, features: nn.Module, head: GSDEHead):
+        super().__init__()
+        self.features, self.head = features, head
+
+    def forward(self, *entries):
+        if len(entries) > len(self.features.extractor.in_keys):  # the last one: is_init
+            *entries, is_init = entries
+            return self.head(self.features(*entries), is_init)
+        return self.head(self.features(*entries))
+
+
+def _check_box_options(action_space, use_sde, squash_output) -> bool:
+    """The ``squash_output`` in effect (True: TanhNormal; False: Normal + clip)."""
+    if squash_output is None:
+        squash_output = not use_sde
+    if use_sde and squash_output:
+        raise ValueError(
+            "OnPolicyActor: use_sde=True takes an unsquashed Gaussian whose samples are "
+            "clipped to the action bounds (rl-zoo's setting); got squash_output=True. Use "
+            "squash_output=False (or leave it unset)."
+        )
+    if (use_sde or not squash_output) and not isinstance(action_space, gymnasium.spaces.Box):
+        raise ValueError(
+            f"OnPolicyActor: use_sde / squash_output=False need a Box action space, got "
+            f"{action_space!r}."
+        )
+    return bool(squash_output)
+
+
 class OnPolicyActor(nn.Module):
     """A policy (``actor.policy``, a ``ProbabilisticActor``) and a critic (``actor.value``,
     a ``ValueOperator`` writing ``"state_value"``), each with its own feature extractor.
 
-    Box actions: a tanh-squashed Normal with a state-independent log-std (the PPO
-    recipe's policy; with the default ``MLP`` extractor the networks are the recipe's);
-    Discrete actions: a one-hot categorical. The policy writes ``"action"`` and
-    ``"sample_log_prob"``.
+    Box actions: by default a tanh-squashed Normal with a state-independent log-std (the
+    PPO recipe's policy; with the default ``MLP`` extractor the networks are the recipe's).
+    With ``squash_output=False``, an unsquashed Normal (state-independent log-std) whose
+    sample is clipped to the bounds for the env, and with ``use_sde=True`` gSDE's
+    state-dependent Normal (``GSDEHead`` / ``GSDENormal`` on the last hidden layer) with
+    that clipping; both are ``ClippedProbabilisticActor`` s, which also write the raw
+    sample at ``"raw_action"`` (the log-probability is the raw sample's; ``PPO`` scores
+    that entry). Discrete actions: a one-hot categorical. The policy writes ``"action"``
+    and ``"sample_log_prob"``.
 
     Args:
         obs_space, action_space: gymnasium spaces of one env.
@@ -62,7 +108,17 @@ class OnPolicyActor(nn.Module):
         normalize_obs: standardise Box observations with running statistics (a
             ``RunningNorm`` in each network, updated by the gradient worker once per
             round; saved with the weights, so evaluation uses them).
-        log_std_init: the initial log-std of the Box-action policy (the recipe's 0).
+        log_std_init: the initial log-std of the Box-action policy (the recipe's 0); with
+            ``use_sde``, the initial value of every entry of gSDE's ``log_sigma``.
+        use_sde: generalized state-dependent exploration (Box actions; see
+            ``torchrl_lite.modules.GSDEHead``).
+        sde_sample_freq: steps between two draws of gSDE's noise matrices (``<= 0``: only
+            when the collection starts / the batch size changes).
+        sde_reset_on_episode_start: also draw new noise for an env whose episode starts
+            (the policy reads ``"is_init"``, which the collector then tracks; this turns
+            off the collector's numpy fast path).
+        squash_output: True: TanhNormal; False: Normal whose sample is clipped for the
+            env. Default: True without gSDE, False with it (True with gSDE raises).
 
     Example:
         >>> obs_space = gymnasium.spaces.Box(-1, 1, (3,))
@@ -85,9 +141,15 @@ class OnPolicyActor(nn.Module):
         value: nn.Module | None = None,
         normalize_obs: bool = False,
         log_std_init: float = 0.0,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        sde_reset_on_episode_start: bool = False,
+        squash_output: bool | None = None,
     ):
         super().__init__()
         check_recurrent(recurrent_nets)
+        squash = _check_box_options(action_space, use_sde, squash_output)
+        self.use_sde = bool(use_sde)
         self.obs_space, self.action_space = obs_space, action_space
         self.normalize_obs = bool(normalize_obs)
         if self.normalize_obs and (
@@ -101,13 +163,16 @@ class OnPolicyActor(nn.Module):
         if policy is None:
             policy, value = self._build(obs_space, action_space, feature_extractor_network,
                                         feature_extractor_kwargs or {}, self.normalize_obs,
-                                        float(log_std_init))  # fmt: skip
+                                        float(log_std_init), squash,
+                                        (int(sde_sample_freq), bool(sde_reset_on_episode_start))
+                                        if use_sde else None)  # fmt: skip
         self.policy = policy
         self.value = value
         self.in_keys = list(policy.in_keys)
 
     @staticmethod
-    def _build(obs_space, action_space, extractor_cls, kwargs, normalize_obs, log_std_init):
+    def _build(obs_space, action_space, extractor_cls, kwargs, normalize_obs, log_std_init,
+               squash=True, sde=None):  # fmt: skip
         def norm():
             return RunningNorm(obs_space.shape) if normalize_obs else None
 
@@ -115,9 +180,28 @@ class OnPolicyActor(nn.Module):
         in_keys = list(policy_features.extractor.in_keys)
         if isinstance(action_space, gymnasium.spaces.Box):
             act_dim = int(action_space.shape[-1])
-            net = _network(policy_features, act_dim, StateIndependentScale(act_dim, log_std_init))
             low = torch.tensor(action_space.low, dtype=torch.float32)
             high = torch.tensor(action_space.high, dtype=torch.float32)
+            if sde is None:  # a state-independent log-std
+                scale = StateIndependentScale(act_dim, log_std_init)
+                net = _network(policy_features, act_dim, scale)
+        if isinstance(action_space, gymnasium.spaces.Box) and sde is not None:
+            freq, at_start = sde
+            head = GSDEHead(policy_features.num_outputs, act_dim, log_std_init, freq)
+            sde_in = [*in_keys, K.IS_INIT] if at_start else in_keys
+            policy = ClippedProbabilisticActor(
+                TensorDictModule(_GSDENet(policy_features, head), in_keys=sde_in,
+                                 out_keys=["loc", "scale", "sde_noise"]),
+                in_keys={"loc": "loc", "scale": "scale", "noise": "sde_noise"},
+                low=low, high=high, distribution_class=GSDENormal, return_log_prob=True,
+            )  # fmt: skip
+        elif isinstance(action_space, gymnasium.spaces.Box) and not squash:
+            policy = ClippedProbabilisticActor(
+                TensorDictModule(net, in_keys=in_keys, out_keys=["loc", "scale"]),
+                in_keys=["loc", "scale"], low=low, high=high,
+                distribution_class=IndependentNormal, return_log_prob=True,
+            )  # fmt: skip
+        elif isinstance(action_space, gymnasium.spaces.Box):
             policy = ProbabilisticActor(
                 TensorDictModule(net, in_keys=in_keys, out_keys=["loc", "scale"]),
                 in_keys=["loc", "scale"],
@@ -152,16 +236,28 @@ class OnPolicyActor(nn.Module):
         recurrent_nets: bool = False,
         normalize_obs: bool = False,
         log_std_init: float = 0.0,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        sde_reset_on_episode_start: bool = False,
+        squash_output: bool | None = None,
     ):
         """``actor_factory(device) -> OnPolicyActor``; with ``restart_model``, the weights
         saved there (by ``Learner.save_model()``) are loaded (with ``normalize_obs``, the
-        observation statistics too)."""
+        observation statistics too). ``use_sde=True, sde_sample_freq=4`` with
+        ``log_std_init=-2`` is rl-zoo's gSDE policy (see the class docstring)."""
         check_recurrent(recurrent_nets)
+        _check_box_options(action_space, use_sde, squash_output)
         extra = {}  # only when set: factories pickled by older runs keep their kwargs
         if normalize_obs:
             extra["normalize_obs"] = True
         if log_std_init:
             extra["log_std_init"] = float(log_std_init)
+        if use_sde:
+            extra.update(use_sde=True, sde_sample_freq=int(sde_sample_freq))
+            if sde_reset_on_episode_start:
+                extra["sde_reset_on_episode_start"] = True
+        if squash_output is not None:
+            extra["squash_output"] = bool(squash_output)
         return ActorFactory(
             cls, restart_model, obs_space=obs_space, action_space=action_space,
             feature_extractor_network=feature_extractor_network,

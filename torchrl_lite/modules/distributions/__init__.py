@@ -1,4 +1,4 @@
-"""Action distributions: squashed and independent Normals, deltas, (masked) categoricals.
+"""Action distributions: squashed and independent Normals, gSDE, deltas, (masked) categoricals.
 
 tensordict's ``Delta``, ``OneHotCategorical``, ``NormalParamExtractor`` and
 ``biased_softplus`` are re-exported so that TorchRL's import paths work unchanged.
@@ -21,10 +21,13 @@ from torchrl_lite.modules.distributions.discrete import (
     MaskedOneHotCategorical,
     OneHotCategorical,
 )
+from torchrl_lite.modules.distributions.gsde import GSDEHead, GSDENormal
 
 __all__ = [
     "Categorical",
     "Delta",
+    "GSDEHead",
+    "GSDENormal",
     "IndependentNormal",
     "MaskedCategorical",
     "MaskedOneHotCategorical",

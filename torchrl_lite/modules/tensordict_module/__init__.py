@@ -12,6 +12,7 @@ from torchrl_lite.modules.tensordict_module.actors import (
     QValueModule,
     ValueOperator,
 )
+from torchrl_lite.modules.tensordict_module.clipped import ClippedProbabilisticActor
 from torchrl_lite.modules.tensordict_module.common import SafeModule, SafeSequential
 from torchrl_lite.modules.tensordict_module.exploration import (
     AdditiveGaussianModule,
@@ -36,6 +37,7 @@ __all__ = [
     "ActorValueOperator",
     "AdditiveGaussianModule",
     "AdditiveGaussianWrapper",
+    "ClippedProbabilisticActor",
     "DistributionalQValueActor",
     "DistributionalQValueModule",
     "EGreedyModule",
