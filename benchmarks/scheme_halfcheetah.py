@@ -17,7 +17,7 @@ log-probability being the raw sample's (``ClippedProbabilisticActor``). The 16 e
 values without gSDE, a tanh-squashed Normal with a state-independent log-std initialised at
 -1.0 (``NO_SDE``); it reached a deterministic return of 1,135 at 2M frames (run folder
 committed at ``benchmarks/runs/halfcheetah-ppo``). With gSDE (seed 0) the deterministic
-return passed 2,000 at 352k frames (2,120) and was 3,062 at 1.70M; the curve is in
+return passed 2,000 at 352k frames (2,120) and was 3,114 at 2.0M; the curve is in
 ``benchmarks/results/scheme_halfcheetah.md``, the run folder in
 ``benchmarks/runs/halfcheetah-ppo-sde`` (its README has the exact resume line).
 
