@@ -312,7 +312,10 @@ def main(selected: list[str]) -> None:
         "-608 / -611 / -622 (10%), -604 / -610 / -621 (median), -608 / -607 / -620 (best): "
         "medians -611 / -610 / -608, at the mean, worst seed 2-4 below it, but on "
         "medium-replay 10000 steps gave -929 / -1169 / -1141 at the best target (median "
-        "-1141, below the mean -1133; 3000 steps: -1059), so the default stays 3000. "
+        "-1141, below the mean -1133; 3000 steps: -1059), so the default stays 3000; 6000 "
+        "steps, medium best target -628 / -618 / -606 (median target -635 / -622 / -605), "
+        "medium-replay best target -1156 / -955 / -948: seed-to-seed spread (about 15) is as "
+        "large as any of these changes. "
         "Train s: wall seconds on the shared 2-core machine "
         "(load 6-12, two to four runs at once); 3000 steps take about 65 s on an idle "
         "core.",
