@@ -152,23 +152,15 @@ def _direct(policy_call, outputs: list, rows: dict, out: dict):
     if any(type(out.get(k)) is not torch.Tensor for k in outputs):
         return None
     in_rows = [rows[k] for k in in_keys]
-    if out_keys == outputs and len(in_rows) == 1:
-        (only,) = in_rows
-
-        def call(t: int) -> tuple:
-            result = inner(only[t])
-            return (
-                (result,)
-                if type(result) is torch.Tensor and len(outputs) == 1
-                else normalize(result)
-            )
-
-        return call
-    pick = [out_keys.index(k) for k in outputs]
+    single = len(outputs) == 1
+    pick = None if out_keys == outputs else [out_keys.index(k) for k in outputs]
 
     def call(t: int) -> tuple:
-        values = normalize(inner(*[r[t] for r in in_rows]))
-        return tuple(values[i] for i in pick)
+        result = inner(*[r[t] for r in in_rows])
+        if single and type(result) is torch.Tensor:
+            return (result,)
+        values = normalize(result)
+        return values if pick is None else tuple(values[i] for i in pick)
 
     return call
 

@@ -20,7 +20,11 @@ def _argmax(value: torch.Tensor) -> torch.Tensor:
 
 
 class _OneHots(TensorSpec):
-    """Concatenated one-hot vectors of sizes ``self.nvec`` (the last dim is their sum)."""
+    """Concatenated one-hot vectors of sizes ``self.nvec`` (the last dim is their sum).
+
+    Each subclass defines ``_indices(value) -> list``: category indices split into one
+    tensor per one-hot chunk (``OneHot``: one chunk; ``MultiOneHot``: one per size).
+    """
 
     def __init__(self, nvec, shape, device, dtype):
         _check_sizes(type(self).__name__, "n" if type(self).__name__ == "OneHot" else "nvec", nvec)
@@ -30,11 +34,6 @@ class _OneHots(TensorSpec):
             name = type(self).__name__
             raise ValueError(f"{name}: the last dim of {list(shape)} must be {sum(self.nvec)}")
         super().__init__(shape, dtype, device)
-
-    def _indices(self, value: torch.Tensor) -> list:
-        """Split category indices into one tensor per one-hot chunk (the hook each of
-        ``OneHot`` and ``MultiOneHot`` defines)."""
-        raise NotImplementedError(f"{type(self).__name__} must define _indices")
 
     def _from_indices(self, indices) -> torch.Tensor:
         try:

@@ -87,14 +87,13 @@ class TransformedStepper:
             k in step_layout for k in reset_keys
         ):
             return None
-        self = cls(base, forms, n)
-        self.step_keys, self.reset_keys = step_keys, reset_keys
-        self.step_layout = [step_layout[k] for k in step_keys]
-        self.reset_layout = [reset_layout[k] for k in reset_keys]
-        return self
+        layouts = ([step_layout[k] for k in step_keys], [reset_layout[k] for k in reset_keys])
+        return cls(base, forms, n, (step_keys, reset_keys), layouts)
 
-    def __init__(self, base, forms: list, n: int):
+    def __init__(self, base, forms: list, n: int, keys: tuple, layouts: tuple):
         self.base, self.n = base, n
+        self.step_keys, self.reset_keys = keys
+        self.step_layout, self.reset_layout = layouts
         self._per_step = [f for f in forms if f.per_step]
         self._deferred = [f for f in forms if not f.per_step]
         self._forms = forms
@@ -241,8 +240,8 @@ class _Count:
     def bind(self, st) -> None:
         self.st = st
         self.out, self.root = st.nxt[self.key], st.root[self.key]
-        self.count = self.root[0].copy()  # per step: the count before the next step
         if self.per_step:
+            self.count = self.root[0].copy()  # the count before the next step
             self.trunc, self.done = st.nxt[self.trunc_key], st.nxt[K.DONE]
 
     def advance(self, t0: int, t1: int) -> None:
