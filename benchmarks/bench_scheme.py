@@ -104,6 +104,50 @@ class _Canned:
         pass
 
 
+def _ceiling_worker(conn) -> None:
+    """One side of ``_Ceiling``: a ``SyncDataCollector`` of its own, ``n`` batches per
+    request, no data sent back (only the word that it is done)."""
+    torch.set_num_threads(1)
+    collector = SyncDataCollector(make_env, make_policy(), frames_per_batch=FRAMES_PER_BATCH)
+    collector.next()
+    while (n := conn.recv()) is not None:
+        for _ in range(n):
+            collector.next()
+        conn.send(n)
+    collector.shutdown()
+
+
+class _Ceiling:
+    """This machine's parallel ceiling for 2 workers: two independent processes, each a
+    ``SyncDataCollector`` as the in-process one, started together; no batch crosses a
+    process boundary, so nothing is spent on transport. Ray's and MultiSync's 2 workers
+    can at best match it; on an idle 2-core machine it is 2x SyncDataCollector."""
+
+    def __init__(self, workers: int = 2):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self.conns, self.procs = [], []
+        for _ in range(workers):
+            here, there = ctx.Pipe()
+            proc = ctx.Process(target=_ceiling_worker, args=(there,), daemon=True)
+            proc.start()
+            self.conns.append(here)
+            self.procs.append(proc)
+
+    def run(self, batches: int) -> None:
+        for conn in self.conns:
+            conn.send(batches)
+        for conn in self.conns:
+            conn.recv()
+
+    def shutdown(self) -> None:
+        for conn in self.conns:
+            conn.send(None)
+        for proc in self.procs:
+            proc.join(timeout=10)
+
+
 def ray_costs(ray, batch, calls: int) -> dict:
     """Median ms per batch, as the driver sees it, of Ray's own cost: new weights out (made
     as ``RayCollector.update_policy_weights_`` makes them) and one batch back (rebuilt as a
@@ -209,6 +253,8 @@ def collection(quick: bool = False) -> dict:
         ),
     }
     iter(collectors["MultiSyncDataCollector(2)"]).__next__()  # its workers are up
+    ceiling = _Ceiling(2)
+    ceiling.run(1)  # both are up
     # 3 logical CPUs: RayCollector(1) and (2) live together (timed one after the other)
     ray.init(
         address="local", num_cpus=3, include_dashboard=False, object_store_memory=200 * 1024**2
@@ -226,8 +272,12 @@ def collection(quick: bool = False) -> dict:
     def run(it):
         return lambda: [next(it) for _ in range(batches)]
 
-    seconds = interleaved({name: run(it) for name, it in iterators.items()}, repeats=repeats)
+    cases = {name: run(it) for name, it in iterators.items()}
+    cases["2 independent processes"] = lambda: ceiling.run(batches)  # each: as many as Sync
+    seconds = interleaved(cases, repeats=repeats)
+    ceiling.shutdown()
     fps = {n: FRAMES_PER_BATCH * batches / t for n, t in seconds.items()}
+    fps["2 independent processes"] *= 2  # two processes' frames
     # one worker's own seconds per batch (inside the actor), for the scaling model
     rounds = {n: worker_seconds(collectors[f"RayCollector({n})"]) for n in (1, 2)}
     t_c = {n: r[0] for n, r in rounds.items()}
@@ -244,8 +294,10 @@ def collection(quick: bool = False) -> dict:
     # N nodes, a core per worker, each worker a whole batch per round (as the Scheme's)
     nodes = {n: predicted_fps(n, t_c[1], o, per_worker[1]) for n in (4, 8, 16)}
     sync, multi = fps["SyncDataCollector"], fps["MultiSyncDataCollector(2)"]
+    top = fps["2 independent processes"]
     rows = [
         ["SyncDataCollector", sync, 1.0, "-"],
+        ["2 independent processes (the machine's ceiling for 2 workers)", top, top / sync, "-"],
         ["MultiSyncDataCollector(2)", multi, multi / sync, "-"],
         ["RayCollector(1)", fps["RayCollector(1)"], fps["RayCollector(1)"] / sync, "-"],
         [
@@ -260,6 +312,9 @@ def collection(quick: bool = False) -> dict:
             fps["RayCollector(2)"] / multi,
             ">= 0.9x",
         ],  # fmt: skip
+        ["RayCollector(2) vs the ceiling", fps["RayCollector(2)"], fps["RayCollector(2)"] / top,
+         "-"],
+        ["MultiSyncDataCollector(2) vs the ceiling", multi, multi / top, "-"],
         ["Ray cost per batch (ms, weights out + batch back)", cost, "-", "<= 1 ms"],
         ["  same, previous transport (TensorDicts pickled, weights ray.put)", costs["old"],
          costs["old"] / cost, "-"],
@@ -287,7 +342,10 @@ def collection(quick: bool = False) -> dict:
             f"frames_per_batch={FRAMES_PER_BATCH}, {batches} batches per run, median of "
             f"{repeats} interleaved runs{' (--quick)' if quick else ''}, 1 torch thread per "
             f"process, {os.cpu_count()} CPUs, load average {load_start:.1f} at the start, "
-            f"{_load():.1f} at the end.{_autogroup_note()} Ray workers at the driver's priority "
+            f"{_load():.1f} at the end.{_autogroup_note()} The ceiling: two processes, each a "
+            f"SyncDataCollector as the in-process one, collecting at the same time with no "
+            f"data exchanged; what 2 workers of any kind can "
+            f"reach on this machine (2x SyncDataCollector on two idle cores). Ray workers at the driver's priority "
             f"(RAY_worker_niceness={os.environ['RAY_worker_niceness']}; Ray's default is 15). "
             f"Ray's cost per batch: new weights out (packed once, sent inline when small) and "
             f"a {len(batch)}-frame batch back, rebuilt as a TensorDict, from a worker whose "
