@@ -12,7 +12,7 @@ of the six policies (from random-level to medium), like D4RL's replay files.
   (recipe defaults plus ``ODT_CHANGES``: 2000 offline + 8000 online gradient steps).
 - RLHF: ``tutorials/rlhf_example.py`` (reward-model accuracy, RM scores, KL, seconds).
 
-Usage: ``python bench_dt_rlhf.py run dt NAME SEED`` / ``run odt SEED [key=value ...]`` /
+Usage: ``python bench_dt_rlhf.py run dt NAME SEED`` / ``run odt NAME SEED [key=value ...]`` /
 ``run rlhf`` (one case each, saved), ``table`` (the tables from the saved cases), or no
 argument (everything), with ``DT_RLHF_DATA=folder`` for the datasets (made when missing).
 """
@@ -36,6 +36,15 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("DT_RLHF_DATA", ROOT / "benchmarks" / "results" / "dt_data"))
 SEEDS = (0,) if smoke() else (0, 1, 2)
 PARTS = (500, 1000, 1500, 2000, 2500, 3000)
+MEDIUM_FRAMES = 2700
+"""The "medium" policy: SAC (seed 0) stopped at the first 100-frame step whose sampled
+actions score a third of the way from random (-1190) to expert (-150), i.e. >= -843, as
+D4RL's medium policies (SAC early-stopped at about a third of expert). Measured on 200
+episodes (sampled / deterministic actions): 2500 frames -1004 / -987, 2600 -926 / -924,
+2700 -797 / -786, 3000 -597 / -594."""
+EVAL_EPISODES = 500
+"""Evaluation episodes per seed and target (start states differ per seed): the standard
+error of a mean is then about 3.5 on medium (return std about 80), 15 on medium-replay."""
 
 
 def _cli(*args) -> None:
@@ -49,7 +58,7 @@ def make_datasets() -> dict:
     import numpy as np
 
     DATA.mkdir(parents=True, exist_ok=True)
-    medium, replay = DATA / "pendulum-medium.hdf5", DATA / "pendulum-medium-replay.hdf5"
+    medium, replay = DATA / "pendulum-medium-v1.hdf5", DATA / "pendulum-medium-replay.hdf5"
     for frames in PARTS:
         run, part = DATA / f"sac-{frames}", DATA / f"part-{frames}.hdf5"
         if not part.exists():
@@ -67,18 +76,12 @@ def make_datasets() -> dict:
                 "--quiet",
             )
             _cli("dataset", run, part, "--frames", 8000, "--noise", 0.1, "--seed", frames)
-    if not medium.exists():
-        _cli(
-            "dataset",
-            DATA / f"sac-{PARTS[-1]}",
-            medium,
-            "--frames",
-            40_000,
-            "--noise",
-            0.1,
-            "--seed",
-            0,
-        )
+    if not medium.exists():  # D4RL's protocol: the early-stopped policy's own samples
+        run = DATA / f"sac-{MEDIUM_FRAMES}"
+        if not (run / "checkpoint").exists():
+            _cli("train", "sac", "--frames", MEDIUM_FRAMES, "--seed", 0, "--out", run,
+                 "--logger", "none", "--quiet")  # fmt: skip
+        _cli("dataset", run, medium, "--frames", 100_000, "--noise", 0, "--seed", 0)
     if not replay.exists():
         columns: dict = {}
         for frames in PARTS:
@@ -101,7 +104,7 @@ def episode_returns(path: Path) -> torch.Tensor:
     return sums[ids[ends].unique()]  # episodes that end inside the file
 
 
-def evaluate(recipe, cfg, policy, target_return: float, episodes: int = 50) -> float:
+def evaluate(recipe, cfg, policy, target_return: float, episodes: int = EVAL_EPISODES) -> float:
     from torchrl_lite.envs import ExplorationType, set_exploration_type
 
     cfg = dataclasses.replace(cfg, target_return=target_return)
@@ -128,11 +131,12 @@ def dt_case(name: str, path: Path, seed: int) -> dict:
     seconds = time.perf_counter() - start
     evals = [evaluate(dt, cfg, policy, t) for t in targets]
     return {"dataset": name, "seed": seed, "targets": targets, "returns": evals,
-            "dataset_mean": float(returns.mean()), "steps": cfg.frames, "seconds": seconds}  # fmt: skip
+            "dataset_mean": float(returns.mean()), "steps": cfg.frames, "seconds": seconds,
+            "episodes": EVAL_EPISODES}  # fmt: skip
 
 
 def odt_case(path: Path, seed: int, **changes) -> dict:
-    """ODT on "medium": evaluation after the offline pre-training and at the end
+    """ODT on one file: evaluation after the offline pre-training and at the end
     (``changes``: Config fields, e.g. ``pretrain_steps=600``)."""
     from torchrl_lite.recipes import odt
 
@@ -151,7 +155,8 @@ def odt_case(path: Path, seed: int, **changes) -> dict:
     refresh = odt.online_refresh_of(trainer)
     return {"seed": seed, "offline": offline["return"], "final": evaluate(odt, cfg, policy, cfg.target_return),
             "env_frames": refresh.env_frames, "collections": refresh.returns,
-            "steps": cfg.frames, "pretrain_steps": cfg.pretrain_steps, "seconds": seconds}  # fmt: skip
+            "steps": cfg.frames, "pretrain_steps": cfg.pretrain_steps, "seconds": seconds,
+            "episodes": EVAL_EPISODES}  # fmt: skip
 
 
 def _runs(prefix: str) -> list:
@@ -160,7 +165,7 @@ def _runs(prefix: str) -> list:
 
 def dt_rows() -> list:
     rows = []
-    for name in ("medium", "medium-replay"):
+    for name in ("medium", "medium-replay", "medium-noise (old)"):
         runs = [r for r in _runs("dt-") if r["dataset"] == name]
         for i in range(3 if runs else 0):
             got = [r["returns"][i] for r in runs]
@@ -168,24 +173,25 @@ def dt_rows() -> list:
                 f"DT {name}", f"{runs[0]['targets'][i]:.0f}", f"{runs[0]['dataset_mean']:.0f}",
                 f"{statistics.median(got):.0f} ({min(got):.0f})",
                 " / ".join(f"{g:.0f}" for g in got), runs[0]["steps"],
-                f"{statistics.median(r['seconds'] for r in runs):.0f}",
+                runs[0].get("episodes", 50), f"{statistics.median(r['seconds'] for r in runs):.0f}",
             ])  # fmt: skip
     return rows
 
 
 def odt_rows() -> list:
-    runs = _runs("odt-")
-    if not runs:
-        return []
-    start, end = [r["offline"] for r in runs], [r["final"] for r in runs]
-    gain = [r["final"] - r["offline"] for r in runs]
-    return [[
-        "ODT medium", f"{statistics.median(start):.0f} ({min(start):.0f})",
-        f"{statistics.median(end):.0f} ({min(end):.0f})",
-        f"{statistics.median(gain):.0f} ({min(gain):.0f})", runs[0]["env_frames"],
-        f"{runs[0]['pretrain_steps']} + {runs[0]['steps'] - runs[0]['pretrain_steps']}",
-        f"{statistics.median(r['seconds'] for r in runs):.0f}",
-    ]]  # fmt: skip
+    rows, all_runs = [], _runs("odt-")
+    for name in dict.fromkeys(r.get("dataset", "medium") for r in all_runs):
+        runs = [r for r in all_runs if r.get("dataset", "medium") == name]
+        start, end = [r["offline"] for r in runs], [r["final"] for r in runs]
+        gain = [r["final"] - r["offline"] for r in runs]
+        rows.append([
+            f"ODT {name}", f"{statistics.median(start):.0f} ({min(start):.0f})",
+            f"{statistics.median(end):.0f} ({min(end):.0f})",
+            f"{statistics.median(gain):.0f} ({min(gain):.0f})", runs[0]["env_frames"],
+            f"{runs[0]['pretrain_steps']} + {runs[0]['steps'] - runs[0]['pretrain_steps']}",
+            runs[0].get("episodes", 50), f"{statistics.median(r['seconds'] for r in runs):.0f}",
+        ])  # fmt: skip
+    return rows
 
 
 def _typed(item: str) -> tuple:
@@ -243,10 +249,10 @@ def main(selected: list[str]) -> None:
             name, seed = selected[2], int(selected[3])
             out = dt_case(name, files[name], seed)
         elif kind == "odt":
-            seed = int(selected[2])
-            changes = dict(_typed(item) for item in selected[3:])
-            name, out = "", odt_case(files["medium"], seed, **changes)
-            out["changes"] = changes
+            name, seed = selected[2], int(selected[3])
+            changes = {**ODT_CHANGES, **dict(_typed(item) for item in selected[4:])}
+            out = odt_case(files[name], seed, **changes)
+            out["changes"], out["dataset"] = changes, name
         else:
             bench_rlhf()
             write_table("rlhf", *_rlhf_table())
@@ -262,15 +268,15 @@ def main(selected: list[str]) -> None:
                     json.dumps(dt_case(name, files[name], seed))
                 )
         for seed in SEEDS:
-            out = odt_case(files["medium"], seed, **ODT_CHANGES)
-            out["changes"] = ODT_CHANGES
-            (RUNS / f"odt--s{seed}.json").write_text(json.dumps(out, indent=2))
+            out = odt_case(files[ODT_DATASET], seed, **ODT_CHANGES)
+            out["changes"], out["dataset"] = ODT_CHANGES, ODT_DATASET
+            (RUNS / f"odt-{ODT_DATASET}-s{seed}.json").write_text(json.dumps(out, indent=2))
         bench_rlhf()
     write_table("rlhf", *_rlhf_table())
     write_table(
         "dt", "Decision Transformer on Pendulum-v1 datasets from SAC runs",
         ["dataset", "target", "dataset mean", "eval return median (worst)", "seeds",
-         "gradient steps", "train s"],
+         "gradient steps", "eval episodes", "train s"],
         dt_rows(),
         notes="Evaluation: 50 episodes per seed (other starts per seed), deterministic, "
         "conditioned on the target (the dataset's 10% quantile, median and best episode "
@@ -323,7 +329,7 @@ def main(selected: list[str]) -> None:
     write_table(
         "odt", "Online Decision Transformer on Pendulum-v1 (medium)",
         ["case", "offline start median (worst)", "end median (worst)", "gain median (worst)",
-         "online env frames", "gradient steps (offline + online)", "train s"],
+         "online env frames", "gradient steps (offline + online)", "eval episodes", "train s"],
         odt_rows(),
         notes="Evaluation: 50 episodes, deterministic, conditioned on `target_return` (-400; "
         "the file's best episode is -430), after the offline pre-training and at the end. "
@@ -337,6 +343,8 @@ def main(selected: list[str]) -> None:
     )  # fmt: skip
 
 
+ODT_DATASET = "medium-replay"
+"""The file ODT starts from."""
 ODT_CHANGES = {"frames": 10_000}
 """The ODT benchmark's settings beyond the recipe defaults (2000 offline + 8000 online steps)."""
 
