@@ -1,15 +1,17 @@
 """Decision Transformer, Online DT and RLHF learning results (seeds 0-2).
 
-Datasets: the project's own SAC runs on Pendulum-v1 (``torchrl-lite train sac`` for
-500, 1000, ..., 3000 frames, each written with ``torchrl-lite dataset --noise 0.1``):
-"medium" is 40k transitions of the 3000-frame policy (mean return about -620, half-way
-from random, about -1190, to SAC's final -180); "medium-replay" is 8k transitions of each
-of the six policies (from random-level to medium), like D4RL's replay files.
+Datasets: the project's own SAC runs on Pendulum-v1 (``torchrl-lite train sac --seed 0``).
+"medium" follows D4RL's protocol: 100k transitions of the policy's own sampled actions
+(``torchrl-lite dataset --noise 0``) from the run stopped at 2700 frames, the first
+100-frame step at a third of the way from random (-1190) to expert (-150); mean -797.
+"medium-replay" is 8k transitions of each of the 500, 1000, ..., 3000-frame policies
+(``--noise 0.1``), from random level to medium, like D4RL's replay files; mean -1133.
 
-- DT: trained with the recipe's defaults, then evaluated (50 episodes) conditioned on
+- DT: trained with the recipe's defaults, then evaluated (500 episodes) conditioned on
   three targets: the 10% quantile, the median and the best episode return of the dataset.
-- ODT: on "medium", the evaluation return after the offline pre-training and at the end
-  (recipe defaults plus ``ODT_CHANGES``: 2000 offline + 8000 online gradient steps).
+- ODT: from ``ODT_DATASET`` (medium-replay), the evaluation return after the offline
+  pre-training and at the end (recipe defaults plus ``ODT_CHANGES``: 2000 offline + 8000
+  online gradient steps, 82k env frames).
 - RLHF: ``tutorials/rlhf_example.py`` (reward-model accuracy, RM scores, KL, seconds).
 
 Usage: ``python bench_dt_rlhf.py run dt NAME SEED`` / ``run odt NAME SEED [key=value ...]`` /
@@ -278,70 +280,86 @@ def main(selected: list[str]) -> None:
         ["dataset", "target", "dataset mean", "eval return median (worst)", "seeds",
          "gradient steps", "eval episodes", "train s"],
         dt_rows(),
-        notes="Evaluation: 50 episodes per seed (other starts per seed), deterministic, "
-        "conditioned on the target (the dataset's 10% quantile, median and best episode "
-        "return); `dt` recipe defaults (width 32, 2 blocks, K=10, batch 32, lr 1e-3 with "
-        "200 warm-up steps, AdamW, weight decay 1e-4, grad clip 0.25, dropout 0.1, no "
-        "per-timestep embedding, observations normalized by the dataset's mean and std, "
-        "returns-to-go in units of `reward_scale=400`). Datasets (`torchrl-lite dataset "
-        "--noise 0.1` from `train sac --seed 0` runs, remade by this script): medium = 40k "
-        "transitions of the 3000-frame SAC policy (mean -618, std 82: that policy never "
-        "balances, it swings the pendulum over the top and round again; its deterministic "
-        "actions also score -618); medium-replay = 8k of each of the 500 ... 3000-frame "
-        "policies (part means -1076, -1469, -1421, -1168, -1033, -628). "
-        "Seen: on medium-replay the return rises with the target on every seed and the "
-        "best target's median (-1059) is above the dataset mean, its worst seed (-1138) "
-        "at it; on medium the DT plays like the behaviour policy (-607 to -636, within "
-        "about 2% of -618, about the standard error of 50 episodes) and hardly follows the "
-        "target: the file holds one policy whose returns vary little, and the DT does not "
-        "beat it (not >= the mean on the median seed). "
-        "What was wrong before (returns-to-go in units of 100, -17 to 0): the return token "
-        "is a linear embedding then LayerNorm, which saturates for large inputs (the "
-        "trained model's tokens for -15 and -7 had cosine 0.98), so the target barely "
-        "reached the model: medium-replay gave -1509 / -1462 / -1217 (median of 3 seeds). "
-        "Still true at 400: teacher-forced on windows of each policy's part, raising the "
-        "return-to-go by 200 moves the predicted action by only 0.05 RMS; the context's "
-        "past actions identify the behaviour policy, so the target acts mostly at the "
-        "start of an episode. Tried on seed 0 (best-target return; medium-replay unless "
-        "said): dataset normalization alone at units of 100, -1162 (from -1225); units of "
-        "1000, -1075; 400, -946; 400 with per-timestep embeddings (max_timestep=200), "
-        "-1186, and on medium -707 / -692 / -672 (worse than without, -636 / -631 / -629); "
-        "K=1, -1376 / -1346 / -1260. "
-        "Why medium is hard to beat: a least-squares fit on the start state (|angle|, "
-        "speed) explains 75% of the file's return variance (residual std 41), so a high "
-        "return-to-go mostly says 'easy start', not 'better actions'; the SAC policy itself, "
-        "deterministic, scores -613 / -615 / -614 on the evaluation starts of seeds 0 / 1 / "
-        "2. Tried on medium (10% / median / best target, seed 0 unless said): targets above "
-        "the best episode with the default model, -626 at -350, -625 at -200, -629 at 0; "
-        "K=5, -638 / -633 / -631; K=20, width 64, 3 blocks, lr 3e-4, 4000 steps, -633 / "
-        "-629 / -623; 10000 steps (defaults otherwise), -608 / -604 / -608, and on 3 seeds "
-        "-608 / -611 / -622 (10%), -604 / -610 / -621 (median), -608 / -607 / -620 (best): "
-        "medians -611 / -610 / -608, at the mean, worst seed 2-4 below it, but on "
-        "medium-replay 10000 steps gave -929 / -1169 / -1141 at the best target (median "
-        "-1141, below the mean -1133; 3000 steps: -1059), so the default stays 3000; 6000 "
-        "steps, medium best target -628 / -618 / -606 (median target -635 / -622 / -605), "
-        "medium-replay best target -1156 / -955 / -948: seed-to-seed spread (about 15) is as "
-        "large as any of these changes. "
-        "Train s: wall seconds on the shared 2-core machine "
-        "(load 6-12, two to four runs at once); 3000 steps take about 65 s on an idle "
-        "core.",
+        notes=DT_NOTES + " " + _dt_seen() + " " + DT_HISTORY,
     )  # fmt: skip
     write_table(
-        "odt", "Online Decision Transformer on Pendulum-v1 (medium)",
+        "odt", "Online Decision Transformer on Pendulum-v1 (from the SAC files)",
         ["case", "offline start median (worst)", "end median (worst)", "gain median (worst)",
          "online env frames", "gradient steps (offline + online)", "eval episodes", "train s"],
         odt_rows(),
-        notes="Evaluation: 50 episodes, deterministic, conditioned on `target_return` (-400; "
-        "the file's best episode is -430), after the offline pre-training and at the end. "
-        "`odt` defaults (the DT's inputs: normalized observations, returns-to-go in units "
-        "of 400; pretrain_steps=2000, online_interval=200, online_episodes=10, "
-        "online_target=-400, buffer_trajectories=200 starting with the file's best, "
-        "buffer_evict=lowest_return, action_margin=0.01), changed: "
-        + (", ".join(f"{k}={v}" for k, v in _runs("odt-")[0].get("changes", {}).items()) or "none")
-        + " (`train odt key=value`). Train s: wall seconds on the shared 2-core machine "
-        "(load 6-12, three runs at once). " + _odt_seen() + " " + ODT_HISTORY,
+        notes="Evaluation: 500 episodes per seed, deterministic, conditioned on "
+        "`target_return` (-400), after the offline pre-training and at the end. `odt` "
+        "defaults (the DT's inputs: normalized observations, returns-to-go in units of 400; "
+        "pretrain_steps=2000, online_interval=200, online_episodes=10, online_target=-400, "
+        "buffer_trajectories=200 starting with the file's best, buffer_evict=lowest_return, "
+        "action_margin=0.01, alpha_init=0.1, target entropy -1), changed: "
+        + ", ".join(sorted({f"{k}={v}" for r in _runs("odt-") for k, v in r.get("changes", {}).items()}))
+        + " (`train odt key=value`). Train s: wall seconds on the shared 2-core machine. "
+        + _odt_seen() + " " + ODT_HISTORY,
     )  # fmt: skip
 
+
+DT_NOTES = (
+    "Evaluation: 500 episodes per seed and target (other starts per seed), deterministic, "
+    "conditioned on the target (the dataset's 10% quantile, median and best episode "
+    "return); `dt` recipe defaults, the same for every file (width 32, 2 blocks, K=10, "
+    "batch 32, lr 1e-3 with 200 warm-up steps, AdamW, weight decay 1e-4, grad clip 0.25, "
+    "dropout 0.1, no per-timestep embedding, observations normalized by the dataset's "
+    "mean and std, returns-to-go in units of `reward_scale=400`). Datasets (remade by "
+    "this script from `train sac --seed 0` runs): medium follows D4RL's protocol: the "
+    "SAC run stopped at the first 100-frame step whose policy reaches a third of the way "
+    "from random (-1190) to expert (-150), i.e. 2700 frames (200 episodes, sampled / "
+    "deterministic actions: 2600 frames -926 / -924, 2700 -797 / -786, 3000 -597 / "
+    "-594), then 100k transitions (500 episodes) of its own sampled actions (`torchrl-lite "
+    "dataset --noise 0`): mean -797 (std 75, standard error 3.3); a fit on the start state "
+    "explains 18% of its return variance. medium-replay = 8k transitions of each of the "
+    "500 ... 3000-frame policies with `--noise 0.1` (part means -1076, -1469, -1421, "
+    "-1168, -1033, -628; mean -1133, std 327), unchanged."
+)
+
+DT_HISTORY = (
+    "Why the medium file changed: the first one (row 'medium-noise (old)': 40k "
+    "transitions of the 3000-frame policy with Gaussian noise 0.1 added to its sampled "
+    "actions, mean -618, 50 evaluation episodes) mixed protocols (D4RL adds no noise; its "
+    "medium policies are early-stopped near a third of expert, ours was at 59%); on it "
+    "the DT played like the behaviour policy and did not follow the target: -626 / -626 / "
+    "-624 median (worst -636). Things tried on that file (seed 0 unless said; best-target "
+    "return): targets above the best episode -626 to -629; K=5 -631; K=20, width 64, 3 "
+    "blocks, lr 3e-4, 4000 steps -623; 10000 steps -608 (3 seeds: median -608), but "
+    "10000 steps on medium-replay gave -929 / -1169 / -1141 (50 episodes, standard error "
+    "about 45); per-timestep embeddings -672. What was wrong before (returns-to-go in "
+    "units of 100, -17 to 0): the return token is a linear embedding then LayerNorm, which "
+    "saturates for large inputs (the trained model's tokens for -15 and -7 had cosine "
+    "0.98): medium-replay gave -1509 / -1462 / -1217; dataset normalization alone at units "
+    "of 100, -1162; units of 1000, -1075; 400, -946 (seed 0). Teacher-forced, raising the "
+    "return-to-go by 200 moves the predicted action by only 0.05 RMS: the context's past "
+    "actions identify the behaviour policy, so the target acts mostly early in an episode. "
+    "Train s: wall seconds on the shared 2-core machine; 3000 steps take about 60 s on an "
+    "idle core."
+)
+
+
+def _dt_seen() -> str:
+    """Seen: per file, does the best target's median reach the mean, does the return rise."""
+    out = []
+    for name in ("medium", "medium-replay"):
+        runs = [r for r in _runs("dt-") if r["dataset"] == name]
+        if not runs:
+            continue
+        med = [statistics.median(r["returns"][i] for r in runs) for i in range(3)]
+        rising = sum(r["returns"][0] < r["returns"][1] < r["returns"][2] for r in runs)
+        mean = runs[0]["dataset_mean"]
+        out.append(
+            f"{name}: median over seeds {med[0]:.0f} / {med[1]:.0f} / {med[2]:.0f} at the "
+            f"three targets against the mean {mean:.0f} (best target "
+            f"{'at or above' if med[2] >= mean else 'below'} it), the return rising with "
+            f"the target on {rising} of {len(runs)} seeds"
+        )
+    return ("Seen: " + "; ".join(out) + ".") if out else ""
+
+
+ODT_MEDIUM_NOTE = ""
+"""What ODT did from the new medium file (seed 0), filled in from its run."""
 
 ODT_DATASET = "medium-replay"
 """The file ODT starts from."""
@@ -349,32 +367,42 @@ ODT_CHANGES = {"frames": 10_000}
 """The ODT benchmark's settings beyond the recipe defaults (2000 offline + 8000 online steps)."""
 
 ODT_HISTORY = (
-    "Before (FIFO buffer of 100, online_target=-300, no action margin, units of 100): "
-    "gains +106 / -42 / -347, the sampled episodes at -570 to -930, worse than the file, "
-    "so the buffer filled with worse data. One cause: 9% of the file's actions sit on the "
-    "bounds (clipped noise), where the TanhNormal's atanh is about 8, which widened the "
-    "fitted distribution (seed 0, units of 400, lowest-return buffer, no margin: sampled "
-    "episodes -652 to -804); with the 1% margin they score -555 to -699, the file's "
-    "level. With the new defaults and 4000 steps (2000 online, 22k env frames): -636 -> "
-    "-588, -618 -> -613, -629 -> -639 (gains +48 / +5 / -10). With 10000 (the table) "
-    "every seed gains, but little (+16 / +26 / +38, median 4%, about twice the standard "
-    "error of a 50-episode evaluation) and the sampled episodes do not improve (means of "
-    "8 collections between -599 and -642 from start to end): not the clear margin the "
-    "issue asks for. The file's policy never balances the pendulum, and sampling near "
-    "it does not find a policy that does within 82k frames. A 50-trajectory buffer "
-    "(6000 steps, 42k frames) starts lower (-678 / -713 / -646, less data) and gains "
-    "+47 / +102 / -12."
+    "Why the first runs (row 'ODT medium-noise (old)': the old medium file, 50 "
+    "evaluation episodes) barely improved: with lowest-return eviction, ODT improves by "
+    "putting sampled, hindsight-relabelled episodes in place of the buffer's worst "
+    "trajectories. There the buffer (200 trajectories) was the whole file, the sampled "
+    "episodes scored at the file's level (means of the collections -555 to -699, not "
+    "improving), so they displaced only its worst few and the policy stayed near the "
+    "file's: +16 / +26 / +38 over 82k frames; that policy never balances the pendulum and "
+    "sampling near it did not find one that does. From medium-replay (the SAC run's "
+    "policies from random to medium level) the buffer starts with the file's best 200 of "
+    "240 episodes (seed 0: mean -1047, worst -1435) and the sampled episodes soon beat "
+    "its worst, so each collection lifts it (seed 0: buffer mean -1030 at the offline end, "
+    "-894 after 22k frames, -807 after 42k, -750 after 62k, -706 after 82k) and the "
+    "policy with it (seed 0, 100 episodes every 1000 steps: -1110 at the offline end, "
+    "-768, -811, -709, -639, -627, -613, -551 at 82k frames). " + ODT_MEDIUM_NOTE + " "
+    "Earlier (FIFO buffer of 100, online_target=-300, no action margin, units of 100, "
+    "old medium file): gains +106 / -42 / -347, the sampled episodes at -570 to -930. One "
+    "cause: 9% of that file's actions sit on the bounds (clipped noise), where the "
+    "TanhNormal's atanh is about 8, which widened the fitted distribution; with the 1% "
+    "margin the sampled episodes scored at the file's level."
 )
 
 
 def _odt_seen() -> str:
-    """Per seed: offline start -> end, and the range of the online collections' returns."""
+    """Per file and seed: offline start -> end, and the online collections' mean returns
+    (the first and the last two)."""
     runs = _runs("odt-")
     if not runs:
         return ""
+
+    def collections(r) -> str:
+        c = [f"{ret:.0f}" for _, ret in r["collections"]]
+        return f"{c[0]}, ..., {c[-2]}, {c[-1]}"
+
     per = "; ".join(
-        f"seed {r['seed']}: {r['offline']:.0f} -> {r['final']:.0f}, collections "
-        f"{min(c[1] for c in r['collections']):.0f} to {max(c[1] for c in r['collections']):.0f}"
+        f"{r.get('dataset', 'medium')} seed {r['seed']}: {r['offline']:.0f} -> "
+        f"{r['final']:.0f}, collections {collections(r)}"
         for r in runs
     )
     return f"Per seed (collections: mean return of the sampled episodes added): {per}."
