@@ -357,7 +357,11 @@ def _write_video(path: str, frames) -> None:
 
 
 def make_dataset(folder: str, path: str, frames: int, noise: float, seed: int) -> dict:
-    """Write a D4RL-layout dataset file from a trained run's policy (for offline recipes)."""
+    """Write a D4RL-layout dataset file from a trained run's policy (for offline recipes).
+
+    The policy acts as it explores: a stochastic actor (SAC's TanhNormal) samples its
+    actions, as D4RL's files were collected from partially trained SAC policies; ``noise``
+    adds Gaussian noise of that fraction of the half-range on top (0: none)."""
     from torchrl_lite.recipes.offline import collect_dataset
 
     recipe, cfg, policy = _trained_policy(folder)
@@ -445,11 +449,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run folder written by train")
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--video", default=None, help="write an mp4 of the episodes")
-    p = sub.add_parser("dataset", help="write an offline dataset from a trained run's policy")
+    p = sub.add_parser(
+        "dataset",
+        help="write an offline dataset from a trained run's policy (a stochastic actor's "
+        "actions are sampled, as in D4RL; --noise adds Gaussian noise on top)",
+    )
     p.add_argument("run", help="run folder written by train")
     p.add_argument("out", help="the .hdf5 file to write")
     p.add_argument("--frames", type=int, default=50_000)
-    p.add_argument("--noise", type=float, default=0.1, help="action noise (x half-range)")
+    p.add_argument(
+        "--noise",
+        type=float,
+        default=0.1,
+        help="extra Gaussian action noise (x half-range) on the sampled actions; 0: the "
+        "policy's own samples only (D4RL's protocol)",
+    )
     p.add_argument("--seed", type=int, default=0)
     sub.add_parser("bench", help="run the benchmarks (source checkout)")
     p = sub.add_parser("demo", help="random-policy rollout with a summary")

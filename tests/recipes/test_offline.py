@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 import torch
+from tensordict import TensorDict
 
 from torchrl_lite.data.datasets import D4RLExperienceReplay
 from torchrl_lite.envs import ExplorationType, set_exploration_type
@@ -81,6 +82,32 @@ def test_collect_dataset_batched_env_noise_and_seed(tmp_path):
         obs, nxt = (torch.from_numpy(fa[k][:]) for k in ("observations", "next_observations"))
     assert torch.equal(nxt[:149], obs[1:150]) and torch.equal(nxt[150:299], obs[151:])
     assert actions.abs().max() <= 2.0 and 0 < (actions.abs() == 2.0).float().mean() < 1
+
+
+def test_collect_dataset_samples_a_stochastic_actor_without_noise(tmp_path):
+    """D4RL's protocol: a stochastic policy's actions are sampled, not its mode."""
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+
+    from torchrl_lite.modules import ProbabilisticActor, TanhNormal
+
+    env = make_env("Pendulum-v1")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 2), NormalParamExtractor())
+    actor = ProbabilisticActor(
+        TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+        distribution_kwargs={"low": -2.0, "high": 2.0},
+    )
+    collect_dataset(env, actor, 200, tmp_path / "sampled.hdf5", seed=0, noise=0.0)
+    with h5py.File(tmp_path / "sampled.hdf5") as file:
+        obs = torch.from_numpy(file["observations"][:])
+        actions = torch.from_numpy(file["actions"][:])
+    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        mode = actor(TensorDict(observation=obs, batch_size=[200]))["action"]
+    gap = (actions - mode).abs()
+    assert gap.mean() > 0.1 and gap.max() < 4.0  # samples around the mode, not the mode
+    assert actions.abs().max() <= 2.0
 
 
 def test_collect_dataset_bad_input(tmp_path):

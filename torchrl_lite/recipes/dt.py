@@ -10,6 +10,15 @@ At evaluation the policy is conditioned on ``target_return``: the env's
 :class:`~torchrl_lite.envs.transforms.DTContext` keeps the window the model reads; a
 higher target asks for a better episode.
 
+Measured on Pendulum-v1 with these defaults (``benchmarks/bench_dt_rlhf.py``, seeds 0-2,
+500 evaluation episodes, ``benchmarks/results/dt.md``): on a "medium" file made as D4RL's
+(SAC stopped at a third of expert, 100k transitions of its sampled actions, mean -797)
+the DT plays like the behaviour policy, -800 median over seeds at every target (worst
+-853): not above the dataset mean, and hardly following the target. On "medium-replay"
+(the SAC run's policies from random to medium level, mean -1133) the return rises with
+the target on every seed (-1543, -1498, -1170 median), but at the best target it stays
+below the mean.
+
 Example:
     >>> cfg = Config(dataset="pendulum-medium.hdf5", target_return=-150.0)
     >>> # trainer, policy = make_trainer(cfg)
