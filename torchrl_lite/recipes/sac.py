@@ -123,37 +123,77 @@ def make_eval_env(cfg: Config, **kwargs):
     return make_env(cfg.env, seed=cfg.seed + 10_000, pixels=cfg.pixels, **kwargs)
 
 
-def make_encoder(cfg: Config, env) -> nn.Module:
-    """Pixels ``[*B, C, 64, 64]`` uint8 -> ``[*B, feature_dim]`` (see the module docstring)."""
+def make_encoder(cfg: Config, env) -> PixelEncoder:
+    """Pixels ``[*B, C, 64, 64]`` uint8 -> flat conv features ``[*B, 32 * 13 * 13]``.
+
+    The convolutions only: the projection to ``feature_dim`` is each network's own head
+    (see :func:`make_actor_qvalue`), as in DrQ, where the actor shares the critic's
+    convolutions (detached) but trains its own projection.
+    """
     shape = env.observation_spec[PIXELS_STACK].shape[-3:]  # [C, H, W]
-    conv = PixelEncoder(shape[0], (32, 32, 32), (3, 3, 3), (2, 2, 1))
-    head = nn.Sequential(
-        nn.Linear(conv.out_features(shape), cfg.feature_dim),
-        nn.LayerNorm(cfg.feature_dim),
-        nn.Tanh(),
-    )
-    return nn.Sequential(conv, head)
+    return PixelEncoder(shape[0], (32, 32, 32), (3, 3, 3), (2, 2, 1))
 
 
-def make_actor_qvalue(cfg: Config, env, obs_key: str = "observation", obs_dim: int | None = None):
-    """Actor and Q-network reading ``obs_key`` (``"features"`` from pixels)."""
+def feature_head(in_features: int, feature_dim: int) -> nn.Module:
+    """DrQ's projection of the conv features: Linear, LayerNorm, tanh -> ``[*B, feature_dim]``."""
+    return nn.Sequential(nn.Linear(in_features, feature_dim), nn.LayerNorm(feature_dim), nn.Tanh())
+
+
+class HeadQValue(nn.Module):
+    """``Q(s, a) = mlp([head(features), action])``: a Q-network with its own feature head.
+
+    Args:
+        head: maps ``[*B, F]`` features to ``[*B, D]``.
+        net: maps ``[*B, D + A]`` to ``[*B, 1]``.
+
+    Example:
+        >>> q = HeadQValue(feature_head(12, 4), MLP(in_features=5, out_features=1))
+        >>> q(torch.rand(3, 12), torch.rand(3, 1)).shape
+        torch.Size([3, 1])
+    """
+
+    def __init__(self, head: nn.Module, net: nn.Module):
+        super().__init__()
+        self.head, self.net = head, net
+
+    def forward(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([self.head(features), action], -1))
+
+
+def make_actor_qvalue(
+    cfg: Config,
+    env,
+    obs_key: str = "observation",
+    obs_dim: int | None = None,
+    head_dim: int | None = None,
+):
+    """Actor and Q-network reading ``obs_key`` (``"features"`` from pixels).
+
+    With ``head_dim``, each network starts with its own :func:`feature_head` from
+    ``obs_dim`` to ``head_dim`` features (pixels: the encoder's conv features).
+    """
     obs_dim = env.observation_spec[obs_key].shape[-1] if obs_dim is None else obs_dim
+    width = obs_dim if head_dim is None else head_dim
     spec = env.action_spec
     act_dim = spec.shape[-1]
-    net = nn.Sequential(mlp(obs_dim, 2 * act_dim, cfg.hidden, 2, nn.ReLU), NormalParamExtractor())
+    layers = [mlp(width, 2 * act_dim, cfg.hidden, 2, nn.ReLU), NormalParamExtractor()]
+    if head_dim is not None:
+        layers.insert(0, feature_head(obs_dim, head_dim))
     actor = ProbabilisticActor(
-        TensorDictModule(net, in_keys=[obs_key], out_keys=["loc", "scale"]),
+        TensorDictModule(nn.Sequential(*layers), in_keys=[obs_key], out_keys=["loc", "scale"]),
         in_keys=["loc", "scale"],
         distribution_class=TanhNormal,
         distribution_kwargs={"low": spec.low, "high": spec.high},
         spec=spec,
     )
     qnet = MLP(  # joins observation and action along the last dim
-        in_features=obs_dim + act_dim,
+        in_features=width + act_dim,
         out_features=1,
         num_cells=[cfg.hidden, cfg.hidden],
         activation_class=nn.ReLU,
     )
+    if head_dim is not None:
+        qnet = HeadQValue(feature_head(obs_dim, head_dim), qnet)
     qvalue = ValueOperator(qnet, in_keys=[obs_key, "action"])
     return actor, qvalue
 
@@ -164,7 +204,8 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     env = make_train_env(cfg)
     if cfg.pixels:
         encoder = make_encoder(cfg, env)
-        actor, qvalue = make_actor_qvalue(cfg, env, FEATURES, cfg.feature_dim)
+        conv_out = encoder.out_features(env.observation_spec[PIXELS_STACK].shape[-3:])
+        actor, qvalue = make_actor_qvalue(cfg, env, FEATURES, conv_out, cfg.feature_dim)
     else:
         actor, qvalue = make_actor_qvalue(cfg, env)
     loss = SACLoss(
