@@ -99,6 +99,17 @@ def test_grayscale_hand_computed():
         TransformedEnv(CountingEnv(pixels=True), GrayScale())  # [H, W, C]: ToTensorImage first
 
 
+def test_grayscale_same_for_channel_planes_and_a_channels_last_view():
+    g = torch.Generator().manual_seed(0)
+    hwc = torch.randint(0, 256, (2, 5, 7, 3), generator=g, dtype=torch.uint8)  # a rendered frame
+    w = torch.tensor([0.2989, 0.587, 0.114])
+    expected = (hwc.double() @ w.double()).round().to(torch.uint8).unsqueeze(-3)  # [2, 1, 5, 7]
+    for x in (hwc.permute(0, 3, 1, 2), hwc.permute(0, 3, 1, 2).contiguous()):
+        out = GrayScale()(TensorDict({"pixels": x}, [2]))["pixels"]
+        assert out.dtype == torch.uint8 and out.shape == (2, 1, 5, 7)
+        assert (out.int() - expected.int()).abs().max() <= 1  # float32 rounding at .5
+
+
 # -- ObservationNorm -----------------------------------------------------------------------
 def test_observationnorm_affine_and_standard_normal():
     env = TransformedEnv(

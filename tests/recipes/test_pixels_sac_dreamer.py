@@ -66,7 +66,10 @@ def _drq_loss(seed=0):
 
     torch.manual_seed(seed)
     encoder = recipe.make_encoder(cfg, _Env())
-    actor, qvalue = recipe.make_actor_qvalue(cfg, _Env(), recipe.FEATURES, cfg.feature_dim)
+    conv_out = encoder.out_features((4, 64, 64))
+    actor, qvalue = recipe.make_actor_qvalue(
+        cfg, _Env(), recipe.FEATURES, conv_out, cfg.feature_dim
+    )
     from torchrl_lite.objectives import DrQLoss, SACLoss
 
     sac = SACLoss(actor, qvalue, action_spec=_Env.action_spec, gamma=0.99)
@@ -105,12 +108,9 @@ def test_drq_encoder_is_trained_by_the_critic_only_and_matches_sac_on_its_featur
             batch_size=[16],
         )  # fmt: skip
         torch.manual_seed(1)
-        ref = loss.sac_loss(feats.clone())  # the critic pass draws first
-        torch.manual_seed(1)
-        loss.sac_loss(feats.clone())
-        ref_actor = loss.sac_loss(feats.clone())
-    torch.testing.assert_close(out["loss_qvalue"], ref["loss_qvalue"])
-    torch.testing.assert_close(out["loss_actor"], ref_actor["loss_actor"])
+        ref = loss.sac_loss(feats.clone())  # one pass: DrQLoss computes each term once
+    for key in ("loss_qvalue", "loss_actor", "loss_alpha", "entropy", "td_error"):
+        torch.testing.assert_close(out[key], ref[key])
 
 
 def test_drq_critic_loss_goes_down_on_a_fixed_batch():
@@ -118,7 +118,7 @@ def test_drq_critic_loss_goes_down_on_a_fixed_batch():
     batch = _pixel_batch(8)
     opt = torch.optim.Adam(loss.parameters(), lr=1e-3)
     values = []
-    for _ in range(20):
+    for _ in range(60):  # the heads read 5408 conv features: slower than a 50-d input
         out = loss(batch.clone())
         values.append(out["loss_qvalue"].item())
         opt.zero_grad()

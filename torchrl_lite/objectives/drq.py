@@ -111,9 +111,13 @@ class DrQLoss(LossModule):
         z = self.encoder(pixels)  # [*B, F], trained by the critic loss
         with torch.no_grad():
             z_next = self.target_encoder(next_pixels)  # [*B, F]
-        critic = self.sac_loss(self._features_td(tensordict, z, z_next))
-        actor = self.sac_loss(self._features_td(tensordict, z.detach(), z_next))
-        out = {k: actor.get(k) for k in actor.keys()}
-        out["loss_qvalue"] = critic.get("loss_qvalue")
-        out["td_error"] = critic.get("td_error")
+        sac, alpha, out = self.sac_loss, self.sac_loss._alpha(), {}
+        # each term once, in SACLoss's order (same random draws): the actor's and the
+        # temperature's on sg(z), the critic's on z (its gradient reaches the encoder)
+        actor_td = self._features_td(tensordict, z.detach(), z_next)
+        _, action, log_prob, q_actor = sac._actor_terms(actor_td, alpha, out)
+        sac._qvalue_terms(self._features_td(tensordict, z, z_next), alpha, out)
+        sac._alpha_terms(actor_td, action, log_prob, out)
+        if sac.value_network is not None:
+            sac._value_terms(actor_td, alpha, log_prob, q_actor, out)
         return TensorDict(out, batch_size=[])

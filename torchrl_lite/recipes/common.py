@@ -290,7 +290,11 @@ class PixelEncoder(nn.Module):
         )
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        return self.conv(pixels.float() / 255)
+        batch = pixels.shape[:-3]
+        # channels-last: oneDNN's convolutions run about 2x faster on CPU with this layout
+        x = pixels.reshape(-1, *pixels.shape[-3:]).contiguous(memory_format=torch.channels_last)
+        out = self.conv(x / 255)  # uint8 -> float32 in [0, 1], layout kept; [N, F]
+        return out.reshape(*batch, *out.shape[1:])
 
     def out_features(self, shape) -> int:
         """Features per image of shape ``[C, H, W]``."""

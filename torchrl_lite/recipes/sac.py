@@ -9,12 +9,21 @@ Pendulum-v1 (mean return >= -200) in about 4-6k frames (seeds 0-4: 3.8k-5.6k fra
 (camera 0), 4 grayscale frames stacked, each action repeated ``action_repeat`` times (8,
 PlaNet's and DrQ's value for cartpole; 4 for cheetah/reacher/cup, 2 for finger/walker),
 uint8 stacks in the buffer, random shifts of +-4 pixels on every sampled batch (root and
-next frames drawn independently), one conv encoder (32-32-32 channels, 3x3 kernels,
-strides 2-2-1 -> 13x13x32 -> 50 features, LayerNorm, tanh) shared by actor and critic and
-trained by the critic only; actor and Q-networks 2 x 256 units, batch 128, lr 1e-3,
-tau 0.01, temperature starting at 0.1. These are DrQ's settings shrunk to fit two CPU
-cores (DrQ: 84x84 RGB, 3 frames, 4 conv layers of 32, batch 512). ``frames`` counts agent
-steps: with ``action_repeat=8``, DrQ's 100k env steps are ``frames=12_500``.
+next frames drawn independently). As in DrQ, the convolutions (32-32-32 channels, 3x3
+kernels, strides 2-2-1 -> 13x13x32) are trained by the critic only; the actor reads them
+detached and, like each Q-network, has its own head (Linear to 50 features, LayerNorm,
+tanh) before its 2 x 256 units. Batch 128, lr 1e-3, tau 0.01 (Q-networks and encoder,
+every update), temperature starting at 0.1, 1,000 random agent steps first, one update
+per agent step. DrQ's settings shrunk to fit two CPU cores: DrQ uses 84x84 RGB, 3 frames,
+4 conv layers of 32 (35x35x32 features, ~7x the convolution cost), batch 512 (4x),
+Q-networks of 2 x 1024, two augmented copies per sample, actor and target updates every
+second step. ``frames`` counts agent steps: with ``action_repeat=8``, DrQ's 100k env steps
+are ``frames=12_500``. Measured on the 2-core machine, one torch thread, otherwise quiet:
+0.024 s per agent step of the env (8 physics steps, 64x64 EGL render: 0.018 s, and
+preprocessing), 0.17-0.21 s per update, ~0.25 s per agent step in training (~50 min per
+100k env frames). Not yet seen to reach DrQ's level: on cartpole-swingup seed 0 was at
+282 (mean of the last 10 training episodes; target 700, DrQ 759) at 100k env frames,
+still rising; ``benchmarks/results/pixels.md``.
 """
 
 from __future__ import annotations
@@ -123,37 +132,77 @@ def make_eval_env(cfg: Config, **kwargs):
     return make_env(cfg.env, seed=cfg.seed + 10_000, pixels=cfg.pixels, **kwargs)
 
 
-def make_encoder(cfg: Config, env) -> nn.Module:
-    """Pixels ``[*B, C, 64, 64]`` uint8 -> ``[*B, feature_dim]`` (see the module docstring)."""
+def make_encoder(cfg: Config, env) -> PixelEncoder:
+    """Pixels ``[*B, C, 64, 64]`` uint8 -> flat conv features ``[*B, 32 * 13 * 13]``.
+
+    The convolutions only: the projection to ``feature_dim`` is each network's own head
+    (see :func:`make_actor_qvalue`), as in DrQ, where the actor shares the critic's
+    convolutions (detached) but trains its own projection.
+    """
     shape = env.observation_spec[PIXELS_STACK].shape[-3:]  # [C, H, W]
-    conv = PixelEncoder(shape[0], (32, 32, 32), (3, 3, 3), (2, 2, 1))
-    head = nn.Sequential(
-        nn.Linear(conv.out_features(shape), cfg.feature_dim),
-        nn.LayerNorm(cfg.feature_dim),
-        nn.Tanh(),
-    )
-    return nn.Sequential(conv, head)
+    return PixelEncoder(shape[0], (32, 32, 32), (3, 3, 3), (2, 2, 1))
 
 
-def make_actor_qvalue(cfg: Config, env, obs_key: str = "observation", obs_dim: int | None = None):
-    """Actor and Q-network reading ``obs_key`` (``"features"`` from pixels)."""
+def feature_head(in_features: int, feature_dim: int) -> nn.Module:
+    """DrQ's projection of the conv features: Linear, LayerNorm, tanh -> ``[*B, feature_dim]``."""
+    return nn.Sequential(nn.Linear(in_features, feature_dim), nn.LayerNorm(feature_dim), nn.Tanh())
+
+
+class HeadQValue(nn.Module):
+    """``Q(s, a) = mlp([head(features), action])``: a Q-network with its own feature head.
+
+    Args:
+        head: maps ``[*B, F]`` features to ``[*B, D]``.
+        net: maps ``[*B, D + A]`` to ``[*B, 1]``.
+
+    Example:
+        >>> q = HeadQValue(feature_head(12, 4), MLP(in_features=5, out_features=1))
+        >>> q(torch.rand(3, 12), torch.rand(3, 1)).shape
+        torch.Size([3, 1])
+    """
+
+    def __init__(self, head: nn.Module, net: nn.Module):
+        super().__init__()
+        self.head, self.net = head, net
+
+    def forward(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([self.head(features), action], -1))
+
+
+def make_actor_qvalue(
+    cfg: Config,
+    env,
+    obs_key: str = "observation",
+    obs_dim: int | None = None,
+    head_dim: int | None = None,
+):
+    """Actor and Q-network reading ``obs_key`` (``"features"`` from pixels).
+
+    With ``head_dim``, each network starts with its own :func:`feature_head` from
+    ``obs_dim`` to ``head_dim`` features (pixels: the encoder's conv features).
+    """
     obs_dim = env.observation_spec[obs_key].shape[-1] if obs_dim is None else obs_dim
+    width = obs_dim if head_dim is None else head_dim
     spec = env.action_spec
     act_dim = spec.shape[-1]
-    net = nn.Sequential(mlp(obs_dim, 2 * act_dim, cfg.hidden, 2, nn.ReLU), NormalParamExtractor())
+    layers = [mlp(width, 2 * act_dim, cfg.hidden, 2, nn.ReLU), NormalParamExtractor()]
+    if head_dim is not None:
+        layers.insert(0, feature_head(obs_dim, head_dim))
     actor = ProbabilisticActor(
-        TensorDictModule(net, in_keys=[obs_key], out_keys=["loc", "scale"]),
+        TensorDictModule(nn.Sequential(*layers), in_keys=[obs_key], out_keys=["loc", "scale"]),
         in_keys=["loc", "scale"],
         distribution_class=TanhNormal,
         distribution_kwargs={"low": spec.low, "high": spec.high},
         spec=spec,
     )
     qnet = MLP(  # joins observation and action along the last dim
-        in_features=obs_dim + act_dim,
+        in_features=width + act_dim,
         out_features=1,
         num_cells=[cfg.hidden, cfg.hidden],
         activation_class=nn.ReLU,
     )
+    if head_dim is not None:
+        qnet = HeadQValue(feature_head(obs_dim, head_dim), qnet)
     qvalue = ValueOperator(qnet, in_keys=[obs_key, "action"])
     return actor, qvalue
 
@@ -164,7 +213,8 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     env = make_train_env(cfg)
     if cfg.pixels:
         encoder = make_encoder(cfg, env)
-        actor, qvalue = make_actor_qvalue(cfg, env, FEATURES, cfg.feature_dim)
+        conv_out = encoder.out_features(env.observation_spec[PIXELS_STACK].shape[-3:])
+        actor, qvalue = make_actor_qvalue(cfg, env, FEATURES, conv_out, cfg.feature_dim)
     else:
         actor, qvalue = make_actor_qvalue(cfg, env)
     loss = SACLoss(
