@@ -9,6 +9,7 @@ from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict
 from tests.collectors.helpers import assert_same
 from tests.scheme.conftest import ray_session  # noqa: F401 (the suite's one Ray session)
 from torchrl_lite.collectors import SyncDataCollector
+from torchrl_lite.collectors.distributed.ray_workers import WorkerGroup
 from torchrl_lite.collectors.distributed.transport import (
     INLINE_BYTES,
     Packed,
@@ -133,13 +134,18 @@ def test_a_worker_result_comes_back_equal(frames):
 
 
 class _Group:
-    """A stand-in for ``WorkerGroup``: records each ``collect`` call's weights argument."""
+    """A stand-in for ``WorkerGroup`` (its weights bookkeeping, no Ray): records each
+    ``collect`` call's weights argument."""
+
+    needs_weights = WorkerGroup.needs_weights
+    forget_weights = WorkerGroup.forget_weights
 
     def __init__(self, count):
         self.count, self.timeout = count, 10.0
         self.restarts = [0] * count
         self.ready_flags = [True] * count
         self.sent: list = []
+        self._held: dict = {}
 
     def wait_ready(self):
         return list(range(self.count))

@@ -79,7 +79,9 @@ class OnPolicyLoss(LossModule):
 
     Args:
         actor_network: a probabilistic actor (``get_dist(td)`` gives the policy's
-            distribution), e.g. a ``ProbabilisticActor``.
+            distribution), e.g. a ``ProbabilisticActor``. With a
+            ``ClippedProbabilisticActor``, the action the loss scores is its raw sample
+            (``set_keys(action=actor.raw_action_key)``, done here).
         critic_network: a value network writing ``"state_value"``, or None.
         entropy_bonus: add ``loss_entropy = -entropy_coef * entropy``.
         samples_mc_entropy: samples of the Monte-Carlo entropy estimate (used when the
@@ -146,6 +148,9 @@ class OnPolicyLoss(LossModule):
         shared = _shared_ids(actor_network, critic_network) if critic_network is not None else set()
         self._detach_shared = shared if self.separate_losses else set()
         self._actor_in = list(actor_network.in_keys)
+        raw_key = getattr(actor_network, "raw_action_key", None)
+        if raw_key is not None:  # ClippedProbabilisticActor: its log-prob is the raw sample's
+            self.set_keys(action=raw_key)
         self._critic_in = list(critic_network.in_keys) if critic_network is not None else []
 
     def _value_estimator_network(self):

@@ -199,7 +199,7 @@ def _critic(cfg: Config, env):
 
 
 def make_loss(cfg: Config, actor, critic):
-    loss = ClipPPOLoss(
+    return ClipPPOLoss(
         actor,
         critic,
         clip_epsilon=cfg.clip_epsilon,
@@ -207,11 +207,7 @@ def make_loss(cfg: Config, actor, critic):
         entropy_coef=cfg.entropy_coef,
         critic_coef=cfg.critic_coef,
         normalize_advantage=True,
-    )
-    raw_key = getattr(actor, "raw_action_key", None)
-    if raw_key is not None:  # gSDE's clipped Gaussian: the loss scores the raw sample
-        loss.set_keys(action=raw_key)
-    return loss
+    )  # with gSDE's clipped Gaussian the loss scores the raw sample (OnPolicyLoss)
 
 
 def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):

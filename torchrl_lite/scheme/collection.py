@@ -90,7 +90,6 @@ class RemoteCollection:
         self.fraction_workers, self.fraction_samples = fraction_workers, fraction_samples
         self.count = group.count
         self._pending: dict = {}  # async: ref -> index
-        self._sent: dict[int, tuple] = {}  # worker -> (weights version, restarts) it holds
 
     def collect(self, weights_fn, version: int) -> list:
         """``[(batch, meta), ...]``; ``weights_fn()`` gives the current weights as sent to
@@ -105,19 +104,11 @@ class RemoteCollection:
             if out:
                 return [open_result(result) for result in out]
 
-    def _weights_for(self, index: int, weights_fn, version: int):
-        """The weights for worker ``index``'s next call: None if it holds ``version``
-        already (a restarted worker gets them again)."""
-        held = (version, self.group.restarts[index])
-        if self._sent.get(index) == held:
-            return None
-        self._sent[index] = held
-        return weights_fn()
-
     def _call_collect(self, index: int, weights_fn, version: int, *args):
-        return self.group.call(
-            index, "collect", self._weights_for(index, weights_fn, version), version, *args
-        )
+        """``collect`` on worker ``index``, with the weights if it does not hold ``version``
+        yet (a restarted worker gets them again)."""
+        weights = weights_fn() if self.group.needs_weights(index, version) else None
+        return self.group.call(index, "collect", weights, version, *args)
 
     def _round(self, ready, weights_fn, version) -> list:
         import ray
@@ -167,7 +158,7 @@ class RemoteCollection:
         remote = state.get("remote", {})
         refs = {i: self.group.call(i, "load_state_dict", s) for i, s in remote.items()}
         self.group.gather(refs)
-        self._sent.clear()  # the workers' versions changed: send weights again
+        self.group.forget_weights()  # the workers' versions changed: send weights again
 
     def shutdown(self) -> None:
         self._pending.clear()

@@ -18,7 +18,8 @@ Seed 000's training architecture. ``Scheme`` takes the component factories (see
 
 Weights move once per update, packed in one buffer (``collectors.distributed.transport``:
 inline in the calls when small, else one ``ray.put`` read by every worker); batches come
-back packed the same way and are rebuilt as TensorDicts; gradients move as tensor lists. ``step()`` is one update (one minibatch).
+back packed the same way and are rebuilt as TensorDicts; gradients move as tensor lists.
+``step()`` is one update (one minibatch).
 """
 
 from __future__ import annotations

@@ -85,6 +85,39 @@ def _check_box_options(action_space, use_sde, squash_output) -> bool:
     return bool(squash_output)
 
 
+def _box_policy(features: _Features, in_keys, action_space, log_std_init, squash, sde):
+    """The Box-action policy (see ``OnPolicyActor``): gSDE's clipped Gaussian (``sde`` is
+    ``(sample_freq, reset_on_episode_start)``), a clipped Normal (``squash=False``) or a
+    TanhNormal, the last two with a state-independent log-std."""
+    act_dim = int(action_space.shape[-1])
+    low = torch.tensor(action_space.low, dtype=torch.float32)
+    high = torch.tensor(action_space.high, dtype=torch.float32)
+    if sde is not None:
+        freq, at_start = sde
+        head = GSDEHead(features.num_outputs, act_dim, log_std_init, freq)
+        sde_in = [*in_keys, K.IS_INIT] if at_start else in_keys
+        return ClippedProbabilisticActor(
+            TensorDictModule(_GSDENet(features, head), in_keys=sde_in,
+                             out_keys=["loc", "scale", "sde_noise"]),
+            in_keys={"loc": "loc", "scale": "scale", "noise": "sde_noise"},
+            low=low, high=high, distribution_class=GSDENormal, return_log_prob=True,
+        )  # fmt: skip
+    net = _network(features, act_dim, StateIndependentScale(act_dim, log_std_init))
+    module = TensorDictModule(net, in_keys=in_keys, out_keys=["loc", "scale"])
+    if not squash:
+        return ClippedProbabilisticActor(
+            module, in_keys=["loc", "scale"], low=low, high=high,
+            distribution_class=IndependentNormal, return_log_prob=True,
+        )  # fmt: skip
+    return ProbabilisticActor(
+        module,
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+        distribution_kwargs={"low": low, "high": high},
+        return_log_prob=True,
+    )
+
+
 class OnPolicyActor(nn.Module):
     """A policy (``actor.policy``, a ``ProbabilisticActor``) and a critic (``actor.value``,
     a ``ValueOperator`` writing ``"state_value"``), each with its own feature extractor.
@@ -179,36 +212,7 @@ class OnPolicyActor(nn.Module):
         policy_features = _Features(extractor_cls(obs_space, **kwargs), norm())
         in_keys = list(policy_features.extractor.in_keys)
         if isinstance(action_space, gymnasium.spaces.Box):
-            act_dim = int(action_space.shape[-1])
-            low = torch.tensor(action_space.low, dtype=torch.float32)
-            high = torch.tensor(action_space.high, dtype=torch.float32)
-            if sde is None:  # a state-independent log-std
-                scale = StateIndependentScale(act_dim, log_std_init)
-                net = _network(policy_features, act_dim, scale)
-        if isinstance(action_space, gymnasium.spaces.Box) and sde is not None:
-            freq, at_start = sde
-            head = GSDEHead(policy_features.num_outputs, act_dim, log_std_init, freq)
-            sde_in = [*in_keys, K.IS_INIT] if at_start else in_keys
-            policy = ClippedProbabilisticActor(
-                TensorDictModule(_GSDENet(policy_features, head), in_keys=sde_in,
-                                 out_keys=["loc", "scale", "sde_noise"]),
-                in_keys={"loc": "loc", "scale": "scale", "noise": "sde_noise"},
-                low=low, high=high, distribution_class=GSDENormal, return_log_prob=True,
-            )  # fmt: skip
-        elif isinstance(action_space, gymnasium.spaces.Box) and not squash:
-            policy = ClippedProbabilisticActor(
-                TensorDictModule(net, in_keys=in_keys, out_keys=["loc", "scale"]),
-                in_keys=["loc", "scale"], low=low, high=high,
-                distribution_class=IndependentNormal, return_log_prob=True,
-            )  # fmt: skip
-        elif isinstance(action_space, gymnasium.spaces.Box):
-            policy = ProbabilisticActor(
-                TensorDictModule(net, in_keys=in_keys, out_keys=["loc", "scale"]),
-                in_keys=["loc", "scale"],
-                distribution_class=TanhNormal,
-                distribution_kwargs={"low": low, "high": high},
-                return_log_prob=True,
-            )
+            policy = _box_policy(policy_features, in_keys, action_space, log_std_init, squash, sde)
         elif isinstance(action_space, gymnasium.spaces.Discrete):
             net = _network(policy_features, int(action_space.n))
             policy = ProbabilisticActor(

@@ -55,9 +55,6 @@ class _OnPolicy(Algorithm):
         self.acting_policy = actor.policy
 
     def _make_optimizer(self, lr: float) -> None:
-        raw_key = getattr(self.acting_policy, "raw_action_key", None)
-        if raw_key is not None:  # a clipped Gaussian (e.g. gSDE): score the raw sample
-            self.loss_module.set_keys(action=raw_key)
         self.optimizers = {"optimizer": torch.optim.Adam(self.loss_module.parameters(), lr=lr)}
 
     def _parameter_setters(self) -> dict:

@@ -5,8 +5,9 @@ runs a ``SyncDataCollector`` on its own copy of the policy. ``update_policy_weig
 packs the local policy's weights once (``transport.weights_message``: sent inline when
 small, else one ``ray.put``); every worker installs them with its next batch, and a
 worker that holds them already is not sent them again. Batches come back packed in one
-buffer and are rebuilt as TensorDicts on the driver. Workers that die are restarted with the current weights (the
-``WorkerGroup`` rules: restart cap, timeout), and collection goes on with the others.
+buffer and are rebuilt as TensorDicts on the driver. Workers that die are restarted with
+the current weights (the ``WorkerGroup`` rules: restart cap, timeout), and collection
+goes on with the others.
 """
 
 from __future__ import annotations
@@ -129,7 +130,6 @@ class RayCollector(DataCollectorBase):
                                  resources, max_restarts, timeout, on_event=self.events.append)  # fmt: skip
         self.group.start()
         self._version, self._weights = 0, None
-        self._sent: dict[int, tuple] = {}  # worker -> (weights version, restarts) it holds
         self._pending: dict = {}
         if policy is not None:
             self.update_policy_weights_()
@@ -151,10 +151,8 @@ class RayCollector(DataCollectorBase):
     def _submit(self, index: int):
         """``collect`` on worker ``index``, with the weights if it does not hold them yet
         (a restarted worker gets them again)."""
-        held = (self._version, self.group.restarts[index])
-        weights = None if self._weights is None or self._sent.get(index) == held else self._weights
-        self._sent[index] = held
-        return self.group.call(index, "collect", weights, self._version)
+        send = self._weights is not None and self.group.needs_weights(index, self._version)
+        return self.group.call(index, "collect", self._weights if send else None, self._version)
 
     # -- collection -----------------------------------------------------------------------
     def _collect_batch(self, random: bool) -> TensorDictBase:

@@ -189,6 +189,7 @@ class WorkerGroup:
         self.last_traceback: list[str | None] = [None] * count
         self._starting: dict = {}  # ping ref -> index
         self._remote = None
+        self._held: dict[int, tuple] = {}  # index -> (weights version, restarts) it holds
 
     # -- life cycle ---------------------------------------------------------------------
     def label(self, index: int) -> str:
@@ -314,6 +315,20 @@ class WorkerGroup:
     @property
     def alive(self) -> int:
         return sum(self.ready_flags)
+
+    # -- weights ------------------------------------------------------------------------
+    def needs_weights(self, index: int, version) -> bool:
+        """True if worker ``index`` does not hold weights ``version`` yet, which it then
+        holds (the caller sends them with its next call); a restarted worker holds none."""
+        held = (version, self.restarts[index])
+        if self._held.get(index) == held:
+            return False
+        self._held[index] = held
+        return True
+
+    def forget_weights(self) -> None:
+        """Every worker needs the weights again (e.g. after their states were reloaded)."""
+        self._held.clear()
 
     # -- calls --------------------------------------------------------------------------
     def call(self, index: int, method: str, *args, **kwargs):

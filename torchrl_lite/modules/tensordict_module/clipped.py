@@ -3,8 +3,8 @@
 An unbounded distribution (e.g. a Gaussian, or gSDE's ``GSDENormal``) samples a raw action;
 the env receives it clipped to the action bounds, and the log-probability is that of the
 raw sample (what SB3's PPO does, ``squash_output=False``). The raw sample is kept in the
-data (``raw_action_key``), so a loss scores the action that was drawn:
-``ClipPPOLoss(...).set_keys(action=actor.raw_action_key)`` (``agent.algos.PPO`` does it).
+data (``raw_action_key``), so a loss scores the action that was drawn: the on-policy
+losses (PPO, A2C, REINFORCE) read ``raw_action_key`` from such an actor themselves.
 """
 
 from __future__ import annotations
