@@ -9,6 +9,9 @@ policy (the 1/1 mode: no copy of the weights, no Ray). ``RemoteCollection`` driv
   gathers their batches, in worker order (so a seeded run repeats). With preemption
   thresholds (``fraction_workers`` < 1), once that fraction of the workers has delivered,
   the others are asked to return what they hold, at least ``fraction_samples`` of a batch.
+* the workers on this process's node are sent ``collect`` over a shared-memory channel
+  (``collectors/distributed/channel.py``, the group's ``channel="auto"``), the others
+  through Ray calls; both give the same batches.
 * asynchronous: every worker always has a batch in progress; ``collect`` returns the first
   one ready and resubmits that worker at once with the current weights. The batch's
   ``meta["version"]`` says which update's weights collected it (policy lag).
@@ -111,8 +114,6 @@ class RemoteCollection:
         return self.group.call(index, "collect", weights, version, *args)
 
     def _round(self, ready, weights_fn, version) -> list:
-        import ray
-
         group = self.group
         refs = {i: self._call_collect(i, weights_fn, version, self.fraction_samples)
                 for i in ready}  # fmt: skip
@@ -120,7 +121,7 @@ class RemoteCollection:
             return list(group.gather(refs).values())
         need = max(1, math.ceil(self.fraction_workers * len(refs)))
         by_ref = {ref: i for i, ref in refs.items()}
-        done, _ = ray.wait(list(by_ref), num_returns=need, timeout=group.timeout)
+        done, _ = group.wait(list(by_ref), num_returns=need, timeout=group.timeout)
         if len(done) < need:
             group.gather(refs)  # raises the timeout error naming the silent workers
         stops = {i: group.call(i, "preempt") for ref, i in by_ref.items() if ref not in done}

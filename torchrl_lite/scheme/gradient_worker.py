@@ -71,7 +71,7 @@ class GradientWorker:
         col_workers: collection workers feeding this one (1: in this process).
         col_communication: ``"synchronous"`` or ``"asynchronous"``.
         col_options: ``{"resources", "fraction_workers", "fraction_samples", "chunks",
-            "max_restarts", "timeout"}`` for remote collection.
+            "max_restarts", "timeout", "channel"}`` for remote collection.
         on_event: called with a message on each worker death/restart.
     """
 
@@ -143,6 +143,7 @@ class GradientWorker:
             max_concurrency=2 if chunks > 1 else 1,
             suffix=f" of gradient worker {g}" if g else "",
             restart_option="max_worker_restarts",
+            channel=opts.get("channel", "auto"),
         )
         group.start()
         return RemoteCollection(

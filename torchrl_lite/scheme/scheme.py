@@ -29,6 +29,7 @@ import time
 
 import torch
 
+from torchrl_lite.collectors.distributed.channel import check_channel
 from torchrl_lite.collectors.distributed.transport import weights_message
 from torchrl_lite.scheme.gradient_worker import GradientWorker
 
@@ -94,6 +95,10 @@ class Scheme:
         col_fraction_samples: what a preempted worker must have collected first.
         col_preemption_chunks: a collection batch is gathered in this many pieces, the
             points where a preempted worker may stop.
+        col_channel: ``"auto"``: collection workers on the gradient worker's node are sent
+            their batches' requests and return the batches over a shared-memory channel
+            (no Ray call per batch; ``collectors/distributed/channel.py``), those on other
+            nodes through Ray calls; ``"ray"``: Ray calls for all.
         grad_remote_workers: gradient workers (1: in this process).
         grad_communication: ``"synchronous"`` or ``"asynchronous"``.
         grad_worker_resources: Ray actor options per gradient worker.
@@ -124,6 +129,7 @@ class Scheme:
         col_fraction_workers: float = 1.0,
         col_fraction_samples: float = 1.0,
         col_preemption_chunks: int = 1,
+        col_channel: str = "auto",
         grad_remote_workers: int = 1,
         grad_communication: str = "synchronous",
         grad_worker_resources: dict | None = None,
@@ -138,6 +144,7 @@ class Scheme:
         self.col_workers = _check_count("col_remote_workers", col_remote_workers)
         self.grad_workers = _check_count("grad_remote_workers", grad_remote_workers)
         _check_count("col_preemption_chunks", col_preemption_chunks)
+        check_channel("col_channel", col_channel)
         self.col_fraction_workers = _check_fraction("col_fraction_workers", col_fraction_workers)
         self.col_fraction_samples = _check_fraction("col_fraction_samples", col_fraction_samples)
         if self.col_fraction_workers < 1.0 and self.col_communication != "synchronous":
@@ -180,6 +187,7 @@ class Scheme:
             "chunks": col_preemption_chunks,
             "max_restarts": self.max_restarts,
             "timeout": self.timeout,
+            "channel": col_channel,
         }
         self.local = self.group = None
         self._closed = False

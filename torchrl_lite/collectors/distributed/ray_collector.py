@@ -8,6 +8,11 @@ worker that holds them already is not sent them again. Batches come back packed 
 buffer and are rebuilt as TensorDicts on the driver. Workers that die are restarted with
 the current weights (the ``WorkerGroup`` rules: restart cap, timeout), and collection
 goes on with the others.
+
+With ``channel="auto"`` (default) the workers on the driver's node are not sent a Ray call
+per batch: weights and batches move through shared memory and a Unix socket served by a
+thread in the actor (``channel.py``); Ray still places, starts and restarts them, and
+serves the workers on other nodes. ``channel="ray"`` uses Ray calls for all.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite.collectors._base import DataCollectorBase
+from torchrl_lite.collectors.distributed.channel import check_channel
 from torchrl_lite.collectors.distributed.ray_workers import (
     WorkerGroup,
     check_resources,
@@ -60,6 +66,7 @@ class RayCollector(DataCollectorBase):
         seed: worker ``i``'s envs get ``set_seed(seed + 1000 * i)`` (None: unseeded).
         max_restarts: restarts per worker before an error.
         timeout: seconds a batch may take before ``TimeoutError``.
+        channel: ``"auto"`` or ``"ray"`` (see the module docstring).
 
     Example (starts Ray; see tests/collectors/test_distributed.py)::
 
@@ -86,6 +93,7 @@ class RayCollector(DataCollectorBase):
         seed: int | None = None,
         max_restarts: int = 3,
         timeout: float = 300.0,
+        channel: str = "auto",
         postproc=None,
         split_trajs: bool = False,
         replay_buffer=None,
@@ -107,6 +115,7 @@ class RayCollector(DataCollectorBase):
                 f"{owner}: with sync=True, frames_per_batch={frames_per_batch} must be divisible "
                 f"by num_collectors={num_collectors} (each worker collects an equal share)."
             )
+        check_channel("channel", channel)
         if not callable(create_env_fn):
             raise TypeError(f"{owner}: create_env_fn must be a callable returning an env.")
         from torchrl_lite.scheme.scheme import check_picklable
@@ -127,7 +136,8 @@ class RayCollector(DataCollectorBase):
             return (_worker_make(create_env_fn, policy, frames, kwargs, s),), {"pack_batches": True}
 
         self.group = WorkerGroup("remote collector", RolloutWorker, args_for, num_collectors,
-                                 resources, max_restarts, timeout, on_event=self.events.append)  # fmt: skip
+                                 resources, max_restarts, timeout, on_event=self.events.append,
+                                 channel=channel)  # fmt: skip
         self.group.start()
         self._version, self._weights = 0, None
         self._pending: dict = {}

@@ -14,6 +14,12 @@ workers lives here:
   and holds its last traceback.
 * Nothing answering within ``timeout`` seconds stops every worker and raises
   ``TimeoutError`` naming the silent ones: never a silent hang.
+* ``channel="auto"``: a worker whose class has ``open_channel`` (``RolloutWorker``) and
+  that runs on the driver's Ray node gets a shared-memory channel (``channel.py``) once it
+  answers ``ping``, and ``call(i, "collect", ...)`` goes through it instead of a Ray call;
+  workers on other nodes, and every other method, use Ray calls. ``wait``/``gather``/
+  ``first`` take both kinds of call. A channel that closes (the worker died) fails the
+  call, and the worker is restarted as above with a new channel.
 * ``check_resources`` compares what the groups request with ``ray.cluster_resources()``
   before any actor starts, so an over-subscribed cluster fails with the option to change.
 """
@@ -25,6 +31,14 @@ import time
 from collections.abc import Callable
 
 from torchrl_lite._mp import remote_error
+from torchrl_lite.collectors.distributed.channel import (
+    Channel,
+    ChannelCall,
+    channel_supported,
+    check_channel,
+    wait_calls,
+)
+from torchrl_lite.collectors.distributed.transport import packed_message
 
 __all__ = ["WorkerGroup", "check_resources", "ray_resources", "require_ray"]
 
@@ -122,6 +136,9 @@ _LAST_LINE = re.compile(r"^(\w+(?:\.\w+)*): (.*)$")
 def _error_info(err: BaseException) -> dict:
     """``{"type", "message", "traceback"}`` of a Ray error: the worker's own exception (a
     task's ``cause``; for a failed ``__init__``, the last line of Ray's traceback text)."""
+    info = getattr(err, "info", None)  # channel.ChannelWorkerError: the worker's own
+    if isinstance(info, dict):
+        return dict(info)
     text = str(err)
     cause = getattr(err, "cause", None)
     if isinstance(cause, BaseException):
@@ -153,6 +170,8 @@ class WorkerGroup:
         suffix: appended to each worker's label (``" of gradient worker 1"``).
         restart_option: the user's name of ``max_restarts`` (for the error message).
         start_timeout: seconds the workers may take to start (import torch, build envs).
+        channel: ``"auto"`` (a shared-memory channel to each worker on the driver's node
+            whose class has ``open_channel``) or ``"ray"`` (Ray calls only).
 
     Example (needs a running Ray):
         >>> group = WorkerGroup("worker", object, lambda i, r: ((), {}), count=1,
@@ -175,7 +194,11 @@ class WorkerGroup:
         suffix: str = "",
         restart_option: str = "max_restarts",
         start_timeout: float = 600.0,
+        channel: str = "ray",
     ):
+        self.channel = check_channel("channel", channel)
+        self.channels: list[Channel | None] = [None] * count
+        self._channel_weights = (None, None)  # (weights message, its Packed form)
         self.start_timeout = float(start_timeout)
         self.suffix, self.restart_option = suffix, restart_option
         self.name, self.cls, self.args_for, self.count = name, cls, args_for, count
@@ -232,7 +255,36 @@ class WorkerGroup:
                 raise remote_error(
                     _error_info(err), self.label(index), "start-up (building its components)"
                 ) from None
+        self._open_channels(range(self.count))
+        for index in range(self.count):
             self.ready_flags[index] = True
+
+    def _open_channels(self, indices) -> None:
+        """A channel to each of ``indices`` that runs on the driver's node (``"auto"``)."""
+        import ray
+
+        indices = list(indices)
+        if self.channel != "auto" or not hasattr(self.cls, "open_channel") or not indices:
+            return
+        if not channel_supported():
+            return
+        node = ray.get_runtime_context().get_node_id()
+        refs = {i: self.actors[i].open_channel.remote(node) for i in indices}
+        for index, ref in refs.items():
+            try:
+                opened = ray.get(ref, timeout=self.start_timeout)
+                if opened is not None:
+                    self.channels[index] = Channel(*opened, label=self.label(index))
+            except Exception as err:  # Ray calls still work: use them
+                self.on_event(
+                    f"{self.label(index)}: no shared-memory channel ({type(err).__name__}: "
+                    f"{err}); using Ray calls"
+                )
+
+    def _close_channel(self, index: int) -> None:
+        if self.channels[index] is not None:
+            self.channels[index].close()
+            self.channels[index] = None
 
     def ready(self) -> list[int]:
         """Indices of the workers that answer now (restarted ones join once they do)."""
@@ -267,6 +319,7 @@ class WorkerGroup:
             except Exception as err:
                 self.fail(index, err)
                 continue
+            self._open_channels([index])
             self.ready_flags[index] = True
             self.on_event(f"{self.label(index)} restarted and rejoined")
 
@@ -277,6 +330,7 @@ class WorkerGroup:
         info = _error_info(err)
         self.last_traceback[index] = info["traceback"]
         self.ready_flags[index] = False
+        self._close_channel(index)
         try:
             ray.kill(self.actors[index], no_restart=True)
         except Exception:  # already gone
@@ -302,6 +356,8 @@ class WorkerGroup:
             import ray
         except ImportError:  # pragma: no cover
             return
+        for index in range(self.count):
+            self._close_channel(index)
         for index, actor in enumerate(self.actors):
             if actor is not None:
                 try:
@@ -332,43 +388,95 @@ class WorkerGroup:
 
     # -- calls --------------------------------------------------------------------------
     def call(self, index: int, method: str, *args, **kwargs):
-        """Submit ``worker.method(*args)``; returns the ObjectRef."""
+        """Submit ``worker.method(*args)``: a ``ChannelCall`` for ``collect`` on a worker
+        with a channel, else the ObjectRef of a Ray call."""
+        channel = self.channels[index]
+        if channel is not None and method == "collect":
+            args = list(args)
+            if args and args[0] is not None:
+                args[0] = self._packed_weights(args[0])
+            return channel.submit(*args, **kwargs)
         return getattr(self.actors[index], method).remote(*args, **kwargs)
 
-    def gather(self, refs: dict, timeout: float | None = None) -> dict:
-        """``{index: ref}`` -> ``{index: result}`` of the workers that succeeded; failed
-        ones are restarted (see the module docstring)."""
+    def _packed_weights(self, message):
+        """The ``Packed`` weights of a ``transport.weights_message`` (made once per message:
+        every channel of this version reuses it), or the message if they are not packed."""
+        held, packed = self._channel_weights
+        if held is not message:
+            packed = packed_message(message)
+            packed = message if packed is None else packed
+            self._channel_weights = (message, packed)
+        return packed
+
+    def wait(self, calls: list, num_returns: int | None = None, timeout: float | None = None):
+        """``(done, pending)`` once ``num_returns`` (default: all) of ``calls`` (ObjectRefs
+        and ``ChannelCall``s) have answered or ``timeout`` seconds passed; in the
+        order of ``calls``."""
         import ray
 
+        num = len(calls) if num_returns is None else num_returns
+        channel_calls = [c for c in calls if type(c) is ChannelCall]
+        if not channel_calls:
+            return ray.wait(list(calls), num_returns=num, timeout=timeout)
+        refs = [c for c in calls if type(c) is not ChannelCall]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            ready = {c for c in channel_calls if c.ready()}
+            if refs:
+                ready.update(ray.wait(refs, num_returns=len(refs), timeout=0)[0])
+            left = None if deadline is None else deadline - time.monotonic()
+            if len(ready) >= num or (left is not None and left <= 0):
+                break
+            waiting = [c for c in channel_calls if c not in ready]
+            waiting_refs = [r for r in refs if r not in ready]
+            if not waiting:  # only Ray calls left
+                ray.wait(waiting_refs, num_returns=num - len(ready), timeout=left)
+            elif not waiting_refs:
+                wait_calls(waiting, left)
+            else:  # both kinds: poll each in turn (workers on other nodes)
+                step = 0.001 if left is None else min(left, 0.001)
+                wait_calls(waiting, step)
+                ray.wait(waiting_refs, num_returns=1, timeout=step)
+        return [c for c in calls if c in ready], [c for c in calls if c not in ready]
+
+    @staticmethod
+    def _get(call):
+        if type(call) is ChannelCall:
+            return call.result()
+        import ray
+
+        return ray.get(call)
+
+    def gather(self, refs: dict, timeout: float | None = None) -> dict:
+        """``{index: call}`` -> ``{index: result}`` of the workers that succeeded; failed
+        ones are restarted (see the module docstring)."""
         if not refs:
             return {}
         timeout = self.timeout if timeout is None else timeout
-        by_ref = {ref: index for index, ref in refs.items()}
-        done, pending = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=timeout)
+        by_ref = {call: index for index, call in refs.items()}
+        done, pending = self.wait(list(by_ref), timeout=timeout)
         if pending:
-            self._timed_out([by_ref[r] for r in pending], timeout)
+            self._timed_out([by_ref[c] for c in pending], timeout)
         out = {}
-        for ref in done:
-            index = by_ref[ref]
+        for call in done:
+            index = by_ref[call]
             try:
-                out[index] = ray.get(ref)
+                out[index] = self._get(call)
             except Exception as err:
                 self.fail(index, err)
         return dict(sorted(out.items()))
 
     def first(self, refs: dict, timeout: float | None = None):
-        """Wait for the first of ``{ref: index}`` to finish: ``(index, result)``, or
-        ``(index, None)`` if that worker failed (it is then restarting). Removes the ref."""
-        import ray
-
+        """Wait for the first of ``{call: index}`` to finish: ``(index, result)``, or
+        ``(index, None)`` if that worker failed (it is then restarting). Removes the call."""
         timeout = self.timeout if timeout is None else timeout
-        done, _ = ray.wait(list(refs), num_returns=1, timeout=timeout)
+        done, _ = self.wait(list(refs), num_returns=1, timeout=timeout)
         if not done:
             self._timed_out(list(refs.values()), timeout)
-        ref = done[0]
-        index = refs.pop(ref)
+        call = done[0]
+        index = refs.pop(call)
         try:
-            return index, ray.get(ref)
+            return index, self._get(call)
         except Exception as err:
             self.fail(index, err)
             return index, None

@@ -46,8 +46,11 @@ __all__ = [
     "Packed",
     "open_result",
     "pack",
+    "pack_into",
+    "packed_message",
     "result_message",
     "unpack",
+    "unpack_from",
     "weights_message",
 ]
 
@@ -209,6 +212,59 @@ def unpack(obj):
     if type(obj) is not Packed:
         return obj
     return _build(obj.layout, np.frombuffer(obj.buffer, dtype=np.uint8).copy())
+
+
+def pack_into(obj, reserve):
+    """Pack ``obj`` straight into a buffer instead of new bytes (the shared-memory channel,
+    ``channel.py``): ``reserve(nbytes)`` returns a writable 1-D ``uint8`` numpy array of at
+    least ``nbytes``. Returns ``(layout, nbytes)``, or ``(None, 0)`` if ``obj`` cannot be
+    packed (then nothing is written).
+
+    Example:
+        >>> target = np.zeros(64, dtype=np.uint8)
+        >>> layout, nbytes = pack_into({"w": torch.ones(2, 2)}, lambda n: target)
+        >>> unpack_from(layout, target, nbytes)["w"].sum().item()
+        4.0
+    """
+    leaves: list = []
+    layout, size = _plan(obj, leaves, 0)
+    if layout is None:
+        return None, 0
+    target = reserve(size)
+    for tensor, offset, nbytes in leaves:
+        if nbytes:
+            _write(tensor, target[offset : offset + nbytes])
+    return layout, size
+
+
+def _write(tensor: torch.Tensor, out: np.ndarray) -> None:
+    """Copy ``tensor``'s values (any strides) into the ``uint8`` array ``out``, C order."""
+    if tensor.requires_grad:
+        tensor = tensor.detach()
+    try:
+        src = tensor.numpy()
+    except (TypeError, RuntimeError):  # a dtype numpy lacks (bfloat16), conj/neg views
+        flat = tensor.resolve_conj().resolve_neg().contiguous().reshape(-1)
+        out[:] = flat.view(torch.uint8).numpy()
+        return
+    out.view(src.dtype).reshape(src.shape)[...] = src
+
+
+def unpack_from(layout, buffer: np.ndarray, nbytes: int):
+    """What ``pack_into`` wrote in ``buffer`` (``layout``, ``nbytes``), rebuilt on its own
+    copy of those bytes (the buffer may be overwritten afterwards)."""
+    return _build(layout, np.array(buffer[:nbytes], copy=True))
+
+
+def packed_message(message) -> Packed | None:
+    """The ``Packed`` weights inside a ``weights_message`` (sealed bytes, or the ObjectRef
+    of a ``Packed``, fetched here), or None if they travel unpacked."""
+    if type(message) is not bytes and type(message).__name__ == "ObjectRef":
+        import ray
+
+        message = ray.get(message)
+    message = _unseal(message)
+    return message if type(message) is Packed else None
 
 
 def weights_message(weights):

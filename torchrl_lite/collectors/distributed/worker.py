@@ -11,6 +11,13 @@ Remote workers are built with ``pack_batches=True``: a batch goes back packed in
 buffer with its metadata (``transport.result_message``; the driver calls
 ``transport.open_result``), and weights sent packed are unpacked before they are installed.
 
+Same-node channel: ``open_channel(driver_node)`` (called by ``WorkerGroup`` once the actor
+answers) starts ``channel.ChannelServer`` on this worker's own ``collect`` when the worker
+runs on the driver's node; the driver then sends ``collect`` over shared memory instead of
+a Ray call. Every other method stays a Ray call. A lock keeps one method at a time on the
+collector (the channel's thread and Ray's run concurrently), as Ray's one-call-at-a-time
+did; ``preempt`` takes no lock.
+
 Preemption: while ``collect`` runs, ``preempt()`` (from another thread of the actor) asks
 the worker to stop at the next chunk boundary once it holds at least
 ``min_fraction`` of its batch; the batch it returns is then shorter in time.
@@ -80,6 +87,8 @@ class RolloutWorker:
         self.version = 0
         self._preempt = threading.Event()
         self._min_chunks = self.chunks
+        self._lock = threading.RLock()  # the channel's thread and Ray's calls take turns
+        self._server = None
 
     def ping(self) -> int:
         """The worker's process id (answers once construction succeeded)."""
@@ -94,12 +103,33 @@ class RolloutWorker:
         except ImportError:  # pragma: no cover
             return None
 
+    def open_channel(self, driver_node: str | None = None):
+        """Serve ``collect`` over a shared-memory channel (``channel.py``) if this worker
+        runs on ``driver_node`` (the driver's Ray node id): returns ``(address, authkey)``
+        for the driver's ``Channel``, or None on another node (Ray calls only)."""
+        from torchrl_lite.collectors.distributed.channel import ChannelServer, channel_supported
+
+        if not channel_supported() or (driver_node is not None and driver_node != self.node_id()):
+            return None
+        self._server = ChannelServer(self._collect)
+        return self._server.address, self._server.authkey
+
     def set_weights(self, weights, version: int = 0) -> None:
-        self._set_weights(unpack(weights))
-        self.version = int(version)
+        with self._lock:
+            self._set_weights(unpack(weights))
+            self.version = int(version)
 
     def collect(self, weights=None, version: int | None = None, min_fraction: float = 1.0):
         """One batch (``[*B, T]``, or shorter in ``T`` if preempted) and its metadata."""
+        batch, meta = self._collect(weights, version, min_fraction)
+        return result_message(batch, meta) if self.pack_batches else (batch, meta)
+
+    def _collect(self, weights, version, min_fraction) -> tuple:
+        """``collect``'s ``(batch, meta)``, unpacked (what the channel sends)."""
+        with self._lock:
+            return self._collect_locked(weights, version, min_fraction)
+
+    def _collect_locked(self, weights, version, min_fraction) -> tuple:
         if weights is not None:
             self.set_weights(weights, self.version if version is None else version)
         start = time.perf_counter()
@@ -123,11 +153,12 @@ class RolloutWorker:
             "preempted": self._preempt.is_set(),
             "pid": os.getpid(),
         }
-        return result_message(batch, meta) if self.pack_batches else (batch, meta)
+        return batch, meta
 
     def set_seed(self, seed: int) -> int:
         """``collector.set_seed(seed)`` (the next batch starts from a reset)."""
-        return self.collector.set_seed(seed)
+        with self._lock:
+            return self.collector.set_seed(seed)
 
     def preempt(self) -> None:
         """Ask a running ``collect`` to return what it holds (see the module docstring)."""
@@ -136,18 +167,20 @@ class RolloutWorker:
     def state_dict(self) -> dict:
         from torchrl_lite.trainers.checkpoint import rng_state
 
-        return {
-            "collector": self.collector.state_dict(),
-            "rng": rng_state(),
-            "version": self.version,
-        }
+        with self._lock:
+            return {
+                "collector": self.collector.state_dict(),
+                "rng": rng_state(),
+                "version": self.version,
+            }
 
     def load_state_dict(self, state: dict) -> None:
         from torchrl_lite.trainers.checkpoint import set_rng_state
 
-        self.collector.load_state_dict(state["collector"])
-        set_rng_state(state["rng"])
-        self.version = int(state["version"])
+        with self._lock:
+            self.collector.load_state_dict(state["collector"])
+            set_rng_state(state["rng"])
+            self.version = int(state["version"])
 
     def shutdown(self) -> None:
         self.collector.shutdown()

@@ -1,0 +1,362 @@
+"""A direct channel between a driver and a ``RolloutWorker`` on the same node.
+
+A Ray actor call costs 1.5-2 ms on a small machine, more than everything else a batch
+needs. Once a worker is started (by Ray: placement, start-up, restarts and cross-node
+workers stay Ray's) and found to run on the driver's node, ``collect`` goes through this
+channel instead of a Ray call:
+
+* commands and acknowledgements: a Unix socket (``multiprocessing.connection``, an
+  abstract-namespace address with an authentication key handed over through Ray) served
+  by a thread inside the actor. The driver sends ``(version, min_fraction, weights)``,
+  the worker answers ``("ok", meta, layout, nbytes, fresh)`` or ``("error", info)``.
+* data: two shared-memory segments per worker (anonymous ``memfd`` files, mapped by both
+  processes; their file descriptors travel over the socket, so nothing is ever created in
+  ``/dev/shm`` and the kernel frees them when both sides are gone, even after a SIGKILL).
+  The driver writes new weights into the worker's weights segment (only when the worker
+  does not hold that version, as on the Ray path; one segment per worker, so a worker
+  still reading version v is never overwritten by v + 1 meant for another); the worker
+  packs its batch into its batch segment with ``transport.pack_into``. A segment too small
+  for a message is replaced by a bigger one (``fresh``: its descriptor follows the
+  message). The batch layout (keys, shapes, dtypes) is sent only when it changes.
+* the driver copies the batch out of the segment before it returns it
+  (``transport.unpack_from``): the worker overwrites the segment with its next batch,
+  so handing out a view would change a batch the caller still holds.
+
+Faults read as on the Ray path: a worker that dies closes its end of the socket, so the
+pending call ends at once with ``ChannelClosedError`` (``WorkerGroup.fail`` restarts the
+worker, which gets a new channel and the current weights); an exception inside ``collect``
+comes back as ``ChannelWorkerError`` with the worker's traceback; a worker that hangs is
+caught by the caller's timeout. Closing the driver's end ends the actor's thread.
+
+Example (both ends in one process; the worker side normally runs inside a Ray actor):
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> from torchrl_lite.collectors.distributed.transport import pack
+    >>> def collect(weights, version, min_fraction):
+    ...     batch = TensorDict({"x": torch.full((4, 1), float(weights["w"]))}, [4])
+    ...     return batch, {"version": version}
+    >>> server = ChannelServer(collect)
+    >>> channel = Channel(server.address, server.authkey, "worker 0")
+    >>> call = channel.submit(pack({"w": torch.tensor(2.0)}), version=1)
+    >>> batch, meta = call.result()
+    >>> batch["x"].sum().item(), meta["version"]
+    (8.0, 1)
+    >>> channel.close()
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import secrets
+import sys
+import threading
+from multiprocessing.connection import Client, Listener
+from multiprocessing.connection import wait as wait_connections
+from multiprocessing.reduction import recv_handle, send_handle
+
+import numpy as np
+
+from torchrl_lite._mp import error_info
+from torchrl_lite.collectors.distributed.transport import (
+    Packed,
+    pack_into,
+    unpack_from,
+)
+
+__all__ = [
+    "CHANNEL_MODES",
+    "Channel",
+    "ChannelCall",
+    "ChannelClosedError",
+    "ChannelServer",
+    "ChannelWorkerError",
+    "channel_supported",
+    "check_channel",
+    "wait_calls",
+]
+
+CHANNEL_MODES = ("auto", "ray")
+_PAGE = 64 * 1024  # segments grow in steps of this
+
+
+def channel_supported() -> bool:
+    """True where the channel works: Linux (``memfd_create``, abstract Unix sockets)."""
+    return sys.platform.startswith("linux") and hasattr(os, "memfd_create")
+
+
+def check_channel(option: str, value) -> str:
+    """``value`` if it is a channel mode, else a ValueError naming it and the valid ones.
+
+    Example:
+        >>> check_channel("channel", "shm")
+        Traceback (most recent call last):
+        ...
+        ValueError: channel='shm' is not a channel mode; valid: ['auto', 'ray'] ('auto': a shared-memory channel to the workers on the driver's node, Ray calls to the others; 'ray': Ray calls only).
+    """
+    if value not in CHANNEL_MODES:
+        raise ValueError(
+            f"{option}={value!r} is not a channel mode; valid: {list(CHANNEL_MODES)} ('auto': "
+            f"a shared-memory channel to the workers on the driver's node, Ray calls to the "
+            f"others; 'ray': Ray calls only)."
+        )
+    return value
+
+
+class ChannelClosedError(ConnectionError):
+    """The worker's end of the channel closed: its process died (or was killed)."""
+
+
+class ChannelWorkerError(RuntimeError):
+    """An exception raised inside the worker's ``collect``; ``info`` holds its type name,
+    message and traceback (``_mp.error_info``)."""
+
+    def __init__(self, info: dict):
+        super().__init__(f"{info['type']}: {info['message']}")
+        self.info = info
+
+
+class _Segment:
+    """A shared-memory buffer: an anonymous ``memfd`` file mapped in this process (a new
+    one of ``size`` bytes, or the one behind a received descriptor ``fd``)."""
+
+    def __init__(self, size: int = 0, fd: int | None = None):
+        if fd is None:
+            fd = os.memfd_create("torchrl_lite-channel", os.MFD_CLOEXEC)
+            os.ftruncate(fd, max(int(size), 1))
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
+        self._map = mmap.mmap(fd, self.size)
+        self.array = np.frombuffer(self._map, dtype=np.uint8)
+
+    def close(self) -> None:
+        self.array = None
+        try:
+            self._map.close()
+        except BufferError:  # a view of it is still alive: unmapped when that goes
+            pass
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class _Writer:
+    """The writing end of a one-way segment: grown (a new segment) when a message needs
+    more room; ``fresh`` says the reader must be sent the new descriptor."""
+
+    def __init__(self):
+        self.segment: _Segment | None = None
+        self.fresh = False
+
+    def reserve(self, nbytes: int) -> np.ndarray:
+        if self.segment is None or self.segment.size < nbytes:
+            if self.segment is not None:
+                self.segment.close()
+            self.segment = _Segment(-(-max(nbytes, 1) * 5 // 4 // _PAGE) * _PAGE)
+            self.fresh = True
+        return self.segment.array
+
+    def close(self) -> None:
+        if self.segment is not None:
+            self.segment.close()
+            self.segment = None
+
+
+class _Reader:
+    """The reading end: the segment behind the last descriptor received."""
+
+    def __init__(self):
+        self.segment: _Segment | None = None
+
+    def attach(self, fd: int) -> None:
+        self.close()
+        self.segment = _Segment(fd=fd)
+
+    def close(self) -> None:
+        if self.segment is not None:
+            self.segment.close()
+            self.segment = None
+
+
+def _send(conn, message, writer: _Writer | None = None) -> None:
+    """Send ``message`` (pickled) and, if ``writer`` has a fresh segment, its descriptor."""
+    conn.send_bytes(pickle.dumps(message, protocol=5))
+    if writer is not None and writer.fresh:
+        send_handle(conn, writer.segment.fd, None)
+        writer.fresh = False
+
+
+def _write_packed(obj, writer: _Writer):
+    """``("shm", layout, nbytes, fresh)`` after writing ``obj`` (a ``Packed``, or anything
+    ``transport.pack_into`` packs) into ``writer``'s segment, or ``("obj", obj)`` for what
+    cannot be packed (it then travels pickled in the message)."""
+    if type(obj) is Packed:
+        data = np.frombuffer(obj.buffer, dtype=np.uint8)
+        writer.reserve(len(data))[: len(data)] = data
+        return ("shm", obj.layout, len(data), writer.fresh)
+    layout, nbytes = pack_into(obj, writer.reserve)
+    if layout is None:
+        return ("obj", obj)
+    return ("shm", layout, nbytes, writer.fresh)
+
+
+class ChannelServer:
+    """The worker's end: listens on a fresh abstract Unix address, accepts the driver's
+    connection, and answers each command with ``collect(weights, version,
+    min_fraction) -> (batch, meta)`` from a daemon thread (see the module docstring).
+
+    ``address`` and ``authkey`` are what the driver's ``Channel`` needs (sent through Ray).
+    """
+
+    def __init__(self, collect):
+        self.authkey = secrets.token_bytes(16)
+        self.address = f"\0torchrl_lite-{os.getpid()}-{secrets.token_hex(8)}"
+        self._listener = Listener(self.address, family="AF_UNIX", authkey=self.authkey)
+        self._thread = threading.Thread(
+            target=self._serve, args=(collect,), name="torchrl_lite-channel", daemon=True
+        )
+        self._thread.start()
+
+    def _serve(self, collect) -> None:
+        try:
+            conn = self._listener.accept()
+        except Exception:  # the driver never connected (or failed to authenticate)
+            return
+        finally:
+            self._listener.close()
+        weights, batches = _Reader(), _Writer()
+        layout_sent = None
+        try:
+            while True:
+                try:
+                    version, min_fraction, sent = pickle.loads(conn.recv_bytes())
+                    if sent is not None and sent[0] == "shm" and sent[3]:
+                        weights.attach(recv_handle(conn))
+                except (EOFError, OSError):  # the driver closed the channel (or is gone)
+                    return
+                try:
+                    if sent is None:
+                        new = None
+                    elif sent[0] == "shm":
+                        new = unpack_from(sent[1], weights.segment.array, sent[2])
+                    else:
+                        new = sent[1]
+                    batch, meta = collect(new, version, min_fraction)
+                    out = _write_packed(batch, batches)
+                except Exception as err:
+                    _send(conn, ("error", error_info(err)))
+                    continue
+                if out[0] == "shm":
+                    layout = None if out[1] == layout_sent else out[1]
+                    layout_sent = out[1]
+                    _send(conn, ("ok", meta, layout, out[2], out[3]), batches)
+                else:
+                    _send(conn, ("obj", meta, out[1]))
+        finally:
+            conn.close()
+            weights.close()
+            batches.close()
+
+
+class Channel:
+    """The driver's end of one worker's channel (see the module docstring).
+
+    Args:
+        address, authkey: from the worker's ``ChannelServer``.
+        label: the worker's name in error messages (``"collection worker 1"``).
+    """
+
+    def __init__(self, address: str, authkey: bytes, label: str):
+        self.label = label
+        self.conn = Client(address, family="AF_UNIX", authkey=authkey)
+        self._weights, self._batches = _Writer(), _Reader()
+        self._layout = None
+        self.pending: ChannelCall | None = None
+
+    def submit(self, weights=None, version: int | None = None, min_fraction: float = 1.0):
+        """Start ``collect`` on the worker (``weights``: a ``Packed``, or any weights object,
+        or None when it holds them already); returns the ``ChannelCall``."""
+        if self.pending is not None:
+            raise RuntimeError(f"{self.label} already has a collect in progress.")
+        call = self.pending = ChannelCall(self)
+        try:
+            sent = None if weights is None else _write_packed(weights, self._weights)
+            _send(self.conn, (version, float(min_fraction), sent), self._weights)
+        except OSError as err:
+            call.error = self._closed(err)
+        return call
+
+    def _closed(self, err=None) -> ChannelClosedError:
+        why = f" ({type(err).__name__}: {err})" if err is not None and str(err) else ""
+        return ChannelClosedError(
+            f"{self.label}'s channel closed{why}: its process died (killed, or out of memory)"
+        )
+
+    def receive(self):
+        """The pending call's ``(batch, meta)`` (blocks until the worker answers)."""
+        try:
+            reply = pickle.loads(self.conn.recv_bytes())
+            if reply[0] == "ok" and reply[4]:
+                self._batches.attach(recv_handle(self.conn))
+        except (EOFError, OSError) as err:
+            raise self._closed(err) from None
+        if reply[0] == "error":
+            raise ChannelWorkerError(reply[1])
+        if reply[0] == "obj":
+            return reply[2], reply[1]
+        _, meta, layout, nbytes, _fresh = reply
+        if layout is not None:
+            self._layout = layout
+        return unpack_from(self._layout, self._batches.segment.array, nbytes), meta
+
+    def close(self) -> None:
+        """Close the driver's end (the worker's thread ends) and unmap the segments."""
+        self.pending = None
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        self._weights.close()
+        self._batches.close()
+
+
+class ChannelCall:
+    """A ``collect`` in progress on a channel; ``ready()`` once it has answered (or its
+    worker died), ``result()`` its ``(batch, meta)`` or the error."""
+
+    __slots__ = ("channel", "error", "_result")
+
+    def __init__(self, channel: Channel):
+        self.channel, self.error, self._result = channel, None, None
+
+    def ready(self) -> bool:
+        if self.error is not None or self._result is not None:
+            return True
+        try:
+            return self.channel.conn.poll(0)
+        except (OSError, ValueError):  # closed: result() says so
+            return True
+
+    def result(self):
+        if self._result is None and self.error is None:
+            try:
+                self._result = self.channel.receive()
+            except Exception as err:
+                self.error = err
+            finally:
+                if self.channel.pending is self:
+                    self.channel.pending = None
+        if self.error is not None:
+            raise self.error
+        return self._result
+
+
+def wait_calls(calls: list, timeout: float | None) -> None:
+    """Block until one of ``calls`` (``ChannelCall``) can answer, or ``timeout`` seconds."""
+    conns = []
+    for call in calls:
+        if call.ready():
+            return
+        conns.append(call.channel.conn)
+    wait_connections(conns, timeout)
