@@ -7,13 +7,18 @@ and PPO on Pendulum-v1 to -200 with several Scheme layouts.
   2 workers >= 1.7x SyncDataCollector and >= 0.9x MultiSyncDataCollector(2).
 * Ray's own cost per batch: a ``RolloutWorker`` actor whose collector returns a ready
   1000-frame batch, called with new weights each time: weights out + batch back (rebuilt
-  as a TensorDict), median ms as the driver sees it (target <= 1 ms); timed interleaved
-  with the previous transport (pickled TensorDicts) and a bare actor call.
+  as a TensorDict), median ms as the driver sees it (target <= 1 ms), through the
+  same-node shared-memory channel (``RayCollector``'s default, ``channel="auto"``); timed
+  interleaved with the Ray-call path (``channel="ray"``: packed buffers in a Ray call, what
+  workers on other nodes use), the transport before that (pickled TensorDicts) and a bare
+  actor call (the floor of any Ray-call path).
 * Scaling model: with ``t_c(N)`` the slowest worker's own seconds per batch while N
   workers collect (measured inside the workers) and ``o`` Ray's cost per batch (the
   driver receives batches one after the other), a synchronous round of N workers takes
   ``t_c(N) + N * o``, so frames/s(N) = ``N * F / (t_c(N) + N * o)``. Checked against the
-  measured N = 1, 2; for N nodes with a core per worker ``t_c(N) = t_c(1)``.
+  measured N = 1, 2 (same node: ``o`` of the channel); for N nodes with a core per worker
+  ``t_c(N) = t_c(1)`` and ``o`` of the Ray-call path (workers on other nodes; network time
+  not included).
 * Learning: PPO (the recipe's values through ``torchrl_lite.agent``) on Pendulum-v1 until
   the mean of the last 10 episode returns reaches -200, for 1/1, 2x1 sync, 2x1 async and
   1x2 sync: frames and seconds (Scheme start-up reported apart), per seed.
@@ -152,9 +157,11 @@ def ray_costs(ray, batch, calls: int) -> dict:
     """Median ms per batch, as the driver sees it, of Ray's own cost: new weights out (made
     as ``RayCollector.update_policy_weights_`` makes them) and one batch back (rebuilt as a
     TensorDict) from a ``RolloutWorker`` actor whose collector returns a ready
-    ``len(batch)``-frame batch, through the ``WorkerGroup`` calls ``RayCollector`` uses.
-    Timed interleaved with the previous transport (weights: one ``ray.put`` of a
-    TensorDict; batch: the TensorDict pickled) and a bare actor call (Ray's floor)."""
+    ``len(batch)``-frame batch, through the ``WorkerGroup`` calls ``RayCollector`` uses:
+    over the same-node channel (``"channel"``) and as a Ray call (``"new"``, packed
+    buffers). Timed interleaved with the previous transport (``"old"``, weights: one
+    ``ray.put`` of a TensorDict; batch: the TensorDict pickled) and a bare actor call
+    (``"floor"``, Ray's floor)."""
     from tensordict import TensorDict
 
     from torchrl_lite.collectors.distributed import RolloutWorker, WorkerGroup
@@ -170,16 +177,19 @@ def ray_costs(ray, batch, calls: int) -> dict:
 
     groups = {packed: WorkerGroup("cost", RolloutWorker, args_for(packed), 1, {"num_cpus": 1})
               for packed in (True, False)}  # fmt: skip
+    groups["channel"] = WorkerGroup("cost", RolloutWorker, args_for(True), 1, {"num_cpus": 1},
+                                    channel="auto")  # fmt: skip
     for group in groups.values():
         group.start()
+    assert groups["channel"].channels[0] is not None, "the channel did not open"
     # distinct new weights for every call, made beforehand (making them is not Ray's cost)
-    states = iter([state + i for i in range(2 * (calls + 2))])
+    states = iter([state + i for i in range(3 * (calls + 2))])
     version = [0]
 
-    def new_transport():
+    def new_transport(key=True):
         version[0] += 1
         weights = weights_message(next(states))
-        group = groups[True]
+        group = groups[key]
         (result,) = group.gather({0: group.call(0, "collect", weights, version[0])}).values()
         open_result(result)
 
@@ -192,7 +202,8 @@ def ray_costs(ray, batch, calls: int) -> dict:
     def bare_call():
         groups[True].gather({0: groups[True].call(0, "ping")})
 
-    fns = {"new": new_transport, "old": old_transport, "floor": bare_call}
+    fns = {"channel": lambda: new_transport("channel"), "new": new_transport,
+           "old": old_transport, "floor": bare_call}  # fmt: skip
     times = interleaved(fns, repeats=calls, warmup=2)
     for group in groups.values():
         group.shutdown()
@@ -255,9 +266,10 @@ def collection(quick: bool = False) -> dict:
     iter(collectors["MultiSyncDataCollector(2)"]).__next__()  # its workers are up
     ceiling = _Ceiling(2)
     ceiling.run(1)  # both are up
-    # 3 logical CPUs: RayCollector(1) and (2) live together (timed one after the other)
+    # 5 logical CPUs: RayCollector(1), (2) and (2) on Ray calls live together (timed one
+    # after the other; the idle ones sleep)
     ray.init(
-        address="local", num_cpus=3, include_dashboard=False, object_store_memory=200 * 1024**2
+        address="local", num_cpus=5, include_dashboard=False, object_store_memory=200 * 1024**2
     )
     collectors |= {
         "RayCollector(1)": RayCollector(
@@ -266,7 +278,13 @@ def collection(quick: bool = False) -> dict:
         "RayCollector(2)": RayCollector(
             make_env, policy, frames_per_batch=FRAMES_PER_BATCH, num_collectors=2
         ),  # fmt: skip
+        "RayCollector(2) Ray calls": RayCollector(
+            make_env, policy, frames_per_batch=FRAMES_PER_BATCH, num_collectors=2, channel="ray"
+        ),  # fmt: skip
     }
+    for name, c in collectors.items():  # the channel opened where it should
+        if name.startswith("RayCollector"):
+            assert all((ch is None) == name.endswith("Ray calls") for ch in c.group.channels)
     iterators = {name: iter(c) for name, c in collectors.items()}
 
     def run(it):
@@ -288,12 +306,14 @@ def collection(quick: bool = False) -> dict:
         c.shutdown()
     costs = ray_costs(ray, batch, calls)
     ray.shutdown()
-    cost = costs["new"]
-    o = cost / 1000
+    cost, ray_cost = costs["channel"], costs["new"]
+    o, o_ray = cost / 1000, ray_cost / 1000
     model = {n: predicted_fps(n, t_c[n], o, per_worker[n]) for n in (1, 2)}
-    # N nodes, a core per worker, each worker a whole batch per round (as the Scheme's)
-    nodes = {n: predicted_fps(n, t_c[1], o, per_worker[1]) for n in (4, 8, 16)}
+    # N nodes, a core per worker, each worker a whole batch per round (as the Scheme's);
+    # workers on other nodes than the driver's are sent Ray calls
+    nodes = {n: predicted_fps(n, t_c[1], o_ray, per_worker[1]) for n in (4, 8, 16)}
     sync, multi = fps["SyncDataCollector"], fps["MultiSyncDataCollector(2)"]
+    ray2 = fps["RayCollector(2) Ray calls"]
     top = fps["2 independent processes"]
     rows = [
         ["SyncDataCollector", sync, 1.0, "-"],
@@ -315,10 +335,15 @@ def collection(quick: bool = False) -> dict:
         ["RayCollector(2) vs the ceiling", fps["RayCollector(2)"], fps["RayCollector(2)"] / top,
          "-"],
         ["MultiSyncDataCollector(2) vs the ceiling", multi, multi / top, "-"],
-        ["Ray cost per batch (ms, weights out + batch back)", cost, "-", "<= 1 ms"],
+        ["RayCollector(2), Ray calls (channel='ray'; other nodes' path)", ray2, ray2 / sync,
+         "-"],
+        ["RayCollector(2), Ray calls vs MultiSync(2)", ray2, ray2 / multi, "-"],
+        ["Ray cost per batch (ms, weights out + batch back, same-node channel)", cost, "-",
+         "<= 1 ms"],
+        ["  same, Ray calls (channel='ray', packed buffers)", ray_cost, ray_cost / cost, "-"],
         ["  same, previous transport (TensorDicts pickled, weights ray.put)", costs["old"],
          costs["old"] / cost, "-"],
-        ["  a bare actor call (Ray's floor on this machine, ms)", costs["floor"],
+        ["  a bare actor call (the Ray-call path's floor on this machine, ms)", costs["floor"],
          costs["floor"] / cost, "-"],
     ]  # fmt: skip
     for n in (1, 2):
@@ -347,17 +372,24 @@ def collection(quick: bool = False) -> dict:
             f"data exchanged; what 2 workers of any kind can "
             f"reach on this machine (2x SyncDataCollector on two idle cores). Ray workers at the driver's priority "
             f"(RAY_worker_niceness={os.environ['RAY_worker_niceness']}; Ray's default is 15). "
-            f"Ray's cost per batch: new weights out (packed once, sent inline when small) and "
+            f"RayCollector's workers on the driver's node get collect over a shared-memory "
+            f"channel (channel='auto', the default: a Unix socket served by a thread in the "
+            f"actor, weights and batches in memfd segments; Ray places, starts and restarts "
+            f"them); 'Ray calls' rows: channel='ray', one Ray actor call per batch (the path of "
+            f"workers on other nodes). "
+            f"Ray's cost per batch: new weights out (packed once) and "
             f"a {len(batch)}-frame batch back, rebuilt as a TensorDict, from a worker whose "
             f"collector returns a ready batch; median of {calls} calls interleaved with the "
-            f"previous transport and a bare call. Model: frames/s(N) = N * F_w / (t_c(N) + "
+            f"Ray-call path, the previous transport and a bare call. Model: frames/s(N) = N * F_w / (t_c(N) + "
             f"N * o), F_w a worker's frames per batch (RayCollector(N) sync: "
             f"{FRAMES_PER_BATCH} / N), t_c(N) the slowest worker's own seconds per batch while "
             f"N run (measured: t_c(1)={t_c[1] * 1000:.1f} ms for {per_worker[1]} frames, t_c(2)="
-            f"{t_c[2] * 1000:.1f} ms for {per_worker[2]}), o={cost:.2f} ms Ray's cost per batch "
-            f"on the driver. 'N nodes' rows: a core per worker, each worker a whole "
-            f"{per_worker[1]}-frame batch per round (as the Scheme's), t_c = t_c(1); the ceiling "
-            f"is F_w / o = {per_worker[1] / max(o, 1e-9):,.0f} frames/s."
+            f"{t_c[2] * 1000:.1f} ms for {per_worker[2]}), o={cost:.2f} ms the cost per batch "
+            f"on the driver (same node: the channel). 'N nodes' rows: a core per worker, each "
+            f"worker a whole {per_worker[1]}-frame batch per round (as the Scheme's), t_c = "
+            f"t_c(1), o={ray_cost:.2f} ms (Ray calls: workers on other nodes; network time not "
+            f"included); the ceiling is F_w / o = {per_worker[1] / max(o_ray, 1e-9):,.0f} "
+            f"frames/s."
         ),
     )
     return fps

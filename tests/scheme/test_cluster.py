@@ -1,6 +1,7 @@
 """A two-node Ray cluster simulated on this machine (one CPU per node): collection workers
-on both nodes, one node removed mid-run, the Learner going on, the worker back when a
-node returns."""
+on both nodes (the head node's through the shared-memory channel, the other's through Ray
+calls), one node removed mid-run, the Learner going on, the worker back when a node
+returns."""
 
 import time
 
@@ -34,6 +35,10 @@ def test_scheme_two_node_cluster_node_lost(ray_session):
         group = scheme.local.collection.group
         nodes = ray.get([group.call(i, "node_id") for i in range(2)])
         assert len(set(nodes)) == 2  # one worker per node (1 CPU each)
+        # the worker on the driver's (head) node gets the shared-memory channel, the other
+        # one Ray calls
+        head = ray.get_runtime_context().get_node_id()
+        assert [c is not None for c in group.channels] == [n == head for n in nodes]
         learner = Learner(scheme, target_steps=10_000)
         for _ in range(4):
             learner.step()
