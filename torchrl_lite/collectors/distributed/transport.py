@@ -259,10 +259,11 @@ def unpack_from(layout, buffer: np.ndarray, nbytes: int):
 def packed_message(message) -> Packed | None:
     """The ``Packed`` weights inside a ``weights_message`` (sealed bytes, or the ObjectRef
     of a ``Packed``, fetched here), or None if they travel unpacked."""
-    if type(message) is not bytes and type(message).__name__ == "ObjectRef":
+    if type(message) is not bytes and type(message) is not Packed:
         import ray
 
-        message = ray.get(message)
+        if isinstance(message, ray.ObjectRef):
+            message = ray.get(message)
     message = _unseal(message)
     return message if type(message) is Packed else None
 
