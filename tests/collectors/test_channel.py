@@ -234,3 +234,31 @@ def test_a_sigkilled_channel_worker_is_restarted_with_a_new_channel(ray_session)
     expected = torch.tanh(-batch["observation"].sum(-1, keepdim=True))
     assert torch.allclose(batch["action"], expected, atol=1e-6)
     collector.shutdown()
+
+
+@pytest.mark.ray
+def test_ctrl_c_during_a_channel_collect_then_shutdown_leaves_nothing(ray_session):  # noqa: F811
+    """SIGINT while the driver waits on a channel: KeyboardInterrupt reaches the caller,
+    and shutdown() leaves no worker process and no /dev/shm file."""
+    import threading
+
+    from torchrl_lite.collectors.distributed import RayCollector
+
+    shm_before = _shm_files()
+    collector = RayCollector(PendulumEnv, _policy(), frames_per_batch=20_000, num_collectors=1)
+    group = collector.group
+    assert group.channels[0] is not None
+    pid = group._get(group.call(0, "ping"))
+    interrupter = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            collector.next()  # about 1.5 s of collection
+    finally:
+        interrupter.cancel()
+        collector.shutdown()
+    deadline = time.monotonic() + 30
+    while psutil.pid_exists(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not psutil.pid_exists(pid)
+    assert _shm_files() <= shm_before
