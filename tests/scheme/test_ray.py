@@ -59,8 +59,12 @@ def _reference_two_collectors(seed, updates, size=20, vec=2):
     return algo.get_weights()
 
 
-def test_scheme_two_sync_col_workers_equal_local_reference(ray_session):
-    scheme = Scheme(**doubles.factories(), col_remote_workers=2, seed=4)
+@pytest.mark.parametrize("channel", ["auto", "ray"])
+def test_scheme_two_sync_col_workers_equal_local_reference(ray_session, channel):
+    """Through the same-node shared-memory channel ("auto") and through Ray calls."""
+    scheme = Scheme(**doubles.factories(), col_remote_workers=2, seed=4, col_channel=channel)
+    channels = scheme.local.collection.group.channels
+    assert [c is not None for c in channels] == [channel == "auto"] * 2
     learner = Learner(scheme, target_steps=10_000)
     for _ in range(8):  # 2 rounds of 2 x 40 frames, 4 updates each
         learner.step()
