@@ -189,3 +189,38 @@ def test_ppo_acts_with_a_categorical_policy_on_discrete_actions():
     assert td["action"].sum(-1).eq(1).all() and "logits" in td.keys()
     assert td["sample_log_prob"].shape == (2,)
     env.close()
+
+
+@pytest.mark.dm_control
+def test_sac_pixel_options_reach_the_loss_encoder_and_env():
+    pytest.importorskip("dm_control")
+    recipe = get_recipe("sac")
+    cfg = apply_overrides(
+        config_for(recipe, "dm_control/cartpole-swingup", frames=16),
+        {"pixels": "true", "hidden": "16", "feature_dim": "8", "loss_function": "l1",
+         "conv_strides": "2,1,1", "grayscale": "false"},
+    )  # fmt: skip
+    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
+    loss = trainer.loss_module
+    assert loss.sac_loss.loss_function == "l1"
+    convs = [m for m in loss.encoder.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [c.stride[0] for c in convs] == [2, 1, 1] and convs[0].in_channels == 12
+    env = recipe.make_train_env(cfg)
+    td = env.reset()
+    assert td[PIXELS_STACK].shape == (12, 64, 64)  # 4 RGB frames
+    env.close()
+
+
+def test_sac_pixel_conv_strides_must_be_three_positive_ints():
+    recipe = get_recipe("sac")
+    cfg = config_for(recipe, "dm_control/cartpole-swingup", pixels=True, conv_strides=(2, 1))
+
+    class _Env:
+        from torchrl_lite.data import Composite, Unbounded
+
+        observation_spec = Composite(
+            {PIXELS_STACK: Unbounded((4, 64, 64), dtype=torch.uint8)}, shape=()
+        )
+
+    with pytest.raises(ValueError, match=r"conv_strides must be three ints >= 1.*\(2, 1\)"):
+        recipe.make_encoder(cfg, _Env())

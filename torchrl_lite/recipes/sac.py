@@ -112,12 +112,20 @@ class Config:
     """Largest random shift of the sampled images, in pixels (pixels only)."""
     feature_dim: int = 50
     """Encoder output features (pixels only)."""
+    conv_strides: tuple = (2, 2, 1)
+    """Strides of the three 3x3 convolutions (pixels only)."""
+    grayscale: bool = True
+    """Stack luma frames (else RGB: 3 planes per frame; pixels only)."""
+    loss_function: str = "smooth_l1"
+    """The critic's regression distance: ``"l2"``, ``"smooth_l1"`` or ``"l1"``."""
 
 
 def _env_kwargs(cfg: Config) -> dict:
     kwargs = {"frame_skip": cfg.action_repeat} if cfg.action_repeat > 1 else {}
     if cfg.pixels and cfg.env.startswith("dm_control/"):
         kwargs["render_kwargs"] = {"height": 64, "width": 64, "camera_id": 0}
+    if cfg.pixels and not cfg.grayscale:
+        kwargs["grayscale"] = False
     return kwargs
 
 
@@ -139,8 +147,14 @@ def make_encoder(cfg: Config, env) -> PixelEncoder:
     (see :func:`make_actor_qvalue`), as in DrQ, where the actor shares the critic's
     convolutions (detached) but trains its own projection.
     """
+    strides = tuple(cfg.conv_strides)
+    if len(strides) != 3 or not all(isinstance(s, int) and s >= 1 for s in strides):
+        raise ValueError(
+            f"conv_strides must be three ints >= 1 (one per 3x3 convolution), got "
+            f"{cfg.conv_strides!r}; e.g. conv_strides=2,2,1."
+        )
     shape = env.observation_spec[PIXELS_STACK].shape[-3:]  # [C, H, W]
-    return PixelEncoder(shape[0], (32, 32, 32), (3, 3, 3), (2, 2, 1))
+    return PixelEncoder(shape[0], (32, 32, 32), (3, 3, 3), strides)
 
 
 def feature_head(in_features: int, feature_dim: int) -> nn.Module:
@@ -224,6 +238,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         gamma=cfg.gamma,
         action_spec=env.action_spec,
         alpha_init=cfg.alpha_init,
+        loss_function=cfg.loss_function,
     )
     policy = actor
     transform = None
