@@ -1,5 +1,6 @@
 """SAC from pixels (DrQ), Dreamer and Atari recipes; pixels on an env that cannot render."""
 
+import dataclasses
 import json
 
 import gymnasium
@@ -224,3 +225,45 @@ def test_sac_pixel_conv_strides_must_be_three_positive_ints():
 
     with pytest.raises(ValueError, match=r"conv_strides must be three ints >= 1.*\(2, 1\)"):
         recipe.make_encoder(cfg, _Env())
+
+
+def test_orthogonal_init_matches_drq_on_layers_and_each_ensemble_copy():
+    recipe = get_recipe("sac")
+    loss, encoder = _drq_loss()
+    recipe.orthogonal_init_(loss)
+    convs = [m for m in encoder.modules() if isinstance(m, torch.nn.Conv2d)]
+    for conv in convs:  # delta-orthogonal: only the centre tap, orthogonal with ReLU gain
+        w = conv.weight
+        off = w.clone()
+        off[:, :, 1, 1] = 0
+        assert off.abs().sum() == 0 and conv.bias.abs().sum() == 0
+        c = w[:, :, 1, 1]  # [out, in]
+        small = c.T @ c if c.shape[0] >= c.shape[1] else c @ c.T
+        torch.testing.assert_close(small, 2.0 * torch.eye(small.shape[0]), atol=1e-4, rtol=0)
+    ens = loss.sac_loss.qvalue_network.params
+    w = ens.get(("module", "net", "0", "weight"))  # [2, hidden, in]
+    b = ens.get(("module", "net", "0", "bias"))
+    for i in range(2):  # [16, 9]: orthonormal columns
+        torch.testing.assert_close(w[i].T @ w[i], torch.eye(w.shape[2]), atol=1e-4, rtol=0)
+    assert b.abs().sum() == 0 and not torch.equal(w[0], w[1])
+    ln = ens.get(("module", "head", "1", "weight"))  # LayerNorm: untouched
+    assert torch.equal(ln, torch.ones_like(ln))
+
+
+@pytest.mark.dm_control
+def test_sac_pixels_orthogonal_init_starts_targets_equal_to_online():
+    pytest.importorskip("dm_control")
+    recipe = get_recipe("sac")
+    cfg = config_for(
+        recipe, "dm_control/cartpole-swingup", pixels=True, hidden=16, feature_dim=8,
+        init="orthogonal",
+    )  # fmt: skip
+    trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
+    loss = trainer.loss_module
+    for online, target in loss.target_pairs():
+        for a, b in zip(online.parameters(), target.buffers()):
+            assert torch.equal(a, b)
+    conv = next(m for m in loss.encoder.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight[:, :, 0].abs().sum() == 0  # delta-orthogonal, not PyTorch's default
+    with pytest.raises(ValueError, match="init must be 'default' or 'orthogonal', got 'xavier'"):
+        recipe.make_trainer(dataclasses.replace(cfg, init="xavier"), progress_bar=False)

@@ -39,6 +39,7 @@ from torchrl_lite.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl_lite.envs import RandomShift
 from torchrl_lite.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.objectives import DrQLoss, SACLoss, SoftUpdate
+from torchrl_lite.objectives.ensemble import Ensemble
 from torchrl_lite.recipes.common import (
     PIXELS_STACK,
     PixelEncoder,
@@ -118,6 +119,9 @@ class Config:
     """Stack luma frames (else RGB: 3 planes per frame; pixels only)."""
     loss_function: str = "smooth_l1"
     """The critic's regression distance: ``"l2"``, ``"smooth_l1"`` or ``"l1"``."""
+    init: str = "default"
+    """Weight init: ``"default"`` (PyTorch's) or ``"orthogonal"`` (DrQ's, see
+    :func:`orthogonal_init_`)."""
 
 
 def _env_kwargs(cfg: Config) -> dict:
@@ -221,6 +225,54 @@ def make_actor_qvalue(
     return actor, qvalue
 
 
+def _init_linear_or_conv_(module: nn.Module, weight: torch.Tensor, bias: torch.Tensor | None):
+    """DrQ's init of one layer's ``weight``/``bias`` (tensors of ``module``'s shapes)."""
+    if isinstance(module, nn.Linear):
+        nn.init.orthogonal_(weight)
+    else:  # delta-orthogonal: an orthogonal 1x1 map at the kernel's centre, zeros elsewhere
+        centre = torch.empty(weight.shape[:2], dtype=weight.dtype)
+        nn.init.orthogonal_(centre, gain=nn.init.calculate_gain("relu"))
+        weight.zero_()
+        weight[:, :, weight.shape[2] // 2, weight.shape[3] // 2] = centre
+    if bias is not None:
+        bias.zero_()
+
+
+@torch.no_grad()
+def orthogonal_init_(module: nn.Module) -> nn.Module:
+    """DrQ's and SAC-AE's initialisation, in place: orthogonal ``Linear`` weights,
+    delta-orthogonal ``Conv2d`` weights (ReLU gain), zero biases; LayerNorms untouched.
+
+    Also initialises each copy of an :class:`~torchrl_lite.objectives.ensemble.Ensemble`
+    (the Q-networks of a loss) independently. Target copies inside ``module`` get their own
+    random values too: copy the online values into them afterwards
+    (``SoftUpdate(loss, tau=...).init_()``).
+
+    Example:
+        >>> net = orthogonal_init_(nn.Sequential(nn.Conv2d(4, 8, 3), nn.Flatten(), nn.Linear(8, 3)))
+        >>> w = net[2].weight
+        >>> bool(torch.allclose(w @ w.T, torch.eye(3), atol=1e-5)), float(net[0].weight[:, :, 0].abs().sum())
+        (True, 0.0)
+    """
+    for m in module.modules():
+        if isinstance(m, Ensemble):
+            for key in m.params.keys(include_nested=True, leaves_only=True):
+                if key[-1] != "weight":
+                    continue
+                owner = m.module.get_submodule(".".join(key[:-1]))
+                if not isinstance(owner, (nn.Linear, nn.Conv2d)):
+                    continue
+                bias_key = (*key[:-1], "bias")
+                has_bias = bias_key in m.params.keys(include_nested=True, leaves_only=True)
+                weights = m.params.get(key)
+                for i in range(weights.shape[0]):
+                    bias = m.params.get(bias_key)[i] if has_bias else None
+                    _init_linear_or_conv_(owner, weights[i], bias)
+        elif isinstance(m, (nn.Linear, nn.Conv2d)):
+            _init_linear_or_conv_(m, m.weight, m.bias)
+    return module
+
+
 def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     """Everything to train: ``(trainer, policy)``; hooks registered."""
     torch.manual_seed(cfg.seed)
@@ -248,6 +300,11 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
             TensorDictModule(encoder, in_keys=[PIXELS_STACK], out_keys=[FEATURES]), actor
         )
         transform = RandomShift(cfg.pad, in_keys=[PIXELS_STACK, ("next", PIXELS_STACK)])
+    if cfg.init not in ("default", "orthogonal"):
+        raise ValueError(f"init must be 'default' or 'orthogonal', got {cfg.init!r}.")
+    if cfg.init == "orthogonal":
+        orthogonal_init_(loss)
+        SoftUpdate(loss, tau=cfg.tau).init_()  # then the targets start equal to them
     collector = SyncDataCollector(
         env,
         policy,
