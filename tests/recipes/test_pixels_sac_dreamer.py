@@ -144,6 +144,7 @@ def test_sac_pixel_policy_shares_the_encoder_and_the_buffer_shifts_uint8_samples
     hook = next(op.__self__ for op, _ in trainer._ops["process_optim_batch"])
     stored = hook.replay_buffer.storage.get(torch.arange(8))
     assert stored[PIXELS_STACK].dtype == torch.uint8
+    assert "features" not in stored.keys()  # the policy's conv features are not stored
     shift = hook.replay_buffer.transform
     assert isinstance(shift, RandomShift) and shift.pad == cfg.pad
     assert hook.replay_buffer.sample(64)[PIXELS_STACK].dtype == torch.uint8

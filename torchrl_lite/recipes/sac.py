@@ -296,8 +296,12 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     transform = None
     if cfg.pixels:
         loss = DrQLoss(encoder, loss, pixels_key=PIXELS_STACK, feature_key=FEATURES)
+        # the conv features stay inside the policy: stored, they would add 5408 floats
+        # (21 KiB, more than half the two uint8 stacks) to every transition in the buffer
         policy = TensorDictSequential(
-            TensorDictModule(encoder, in_keys=[PIXELS_STACK], out_keys=[FEATURES]), actor
+            TensorDictModule(encoder, in_keys=[PIXELS_STACK], out_keys=[FEATURES]),
+            actor,
+            selected_out_keys=list(actor.out_keys),
         )
         transform = RandomShift(cfg.pad, in_keys=[PIXELS_STACK, ("next", PIXELS_STACK)])
     if cfg.init not in ("default", "orthogonal"):
