@@ -26,8 +26,9 @@ preprocessing), 0.17-0.21 s per update, ~0.25 s per agent step in training (~50 
 still rising; ``benchmarks/results/pixels.md``. The same settings on the 5-d state learn
 it at the published speed (624 at 32k env frames, 862 at 100k), so the slow part is
 learning the representation; ``loss_function=l2`` (DrQ's MSE), ``init=orthogonal``
-(DrQ's init, :func:`orthogonal_init_`) and ``conv_strides=2,1,1`` (27x27 features, 2.3x
-the update cost) were tried on seed 0 to 32k env frames and did not measurably help, so
+(DrQ's init, :func:`orthogonal_init_`), ``conv_strides=2,1,1`` (27x27 features, 2.3x
+the update cost), ``batch_size=256`` and ``hidden=1024`` were tried on seed 0 to 24-32k
+env frames and did not measurably help, so
 the defaults stay as above; ``grayscale=false`` stacks RGB frames (1.6x the cost).
 """
 
