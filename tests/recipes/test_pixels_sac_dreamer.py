@@ -1,5 +1,6 @@
 """SAC from pixels (DrQ), Dreamer and Atari recipes; pixels on an env that cannot render."""
 
+import dataclasses
 import json
 
 import gymnasium
@@ -143,6 +144,7 @@ def test_sac_pixel_policy_shares_the_encoder_and_the_buffer_shifts_uint8_samples
     hook = next(op.__self__ for op, _ in trainer._ops["process_optim_batch"])
     stored = hook.replay_buffer.storage.get(torch.arange(8))
     assert stored[PIXELS_STACK].dtype == torch.uint8
+    assert "features" not in stored.keys()  # the policy's conv features are not stored
     shift = hook.replay_buffer.transform
     assert isinstance(shift, RandomShift) and shift.pad == cfg.pad
     assert hook.replay_buffer.sample(64)[PIXELS_STACK].dtype == torch.uint8
@@ -189,3 +191,80 @@ def test_ppo_acts_with_a_categorical_policy_on_discrete_actions():
     assert td["action"].sum(-1).eq(1).all() and "logits" in td.keys()
     assert td["sample_log_prob"].shape == (2,)
     env.close()
+
+
+@pytest.mark.dm_control
+def test_sac_pixel_options_reach_the_loss_encoder_and_env():
+    pytest.importorskip("dm_control")
+    recipe = get_recipe("sac")
+    cfg = apply_overrides(
+        config_for(recipe, "dm_control/cartpole-swingup", frames=16),
+        {"pixels": "true", "hidden": "16", "feature_dim": "8", "loss_function": "l1",
+         "conv_strides": "2,1,1", "grayscale": "false"},
+    )  # fmt: skip
+    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
+    loss = trainer.loss_module
+    assert loss.sac_loss.loss_function == "l1"
+    convs = [m for m in loss.encoder.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [c.stride[0] for c in convs] == [2, 1, 1] and convs[0].in_channels == 12
+    env = recipe.make_train_env(cfg)
+    td = env.reset()
+    assert td[PIXELS_STACK].shape == (12, 64, 64)  # 4 RGB frames
+    env.close()
+
+
+def test_sac_pixel_conv_strides_must_be_three_positive_ints():
+    recipe = get_recipe("sac")
+    cfg = config_for(recipe, "dm_control/cartpole-swingup", pixels=True, conv_strides=(2, 1))
+
+    class _Env:
+        from torchrl_lite.data import Composite, Unbounded
+
+        observation_spec = Composite(
+            {PIXELS_STACK: Unbounded((4, 64, 64), dtype=torch.uint8)}, shape=()
+        )
+
+    with pytest.raises(ValueError, match=r"conv_strides must be three ints >= 1.*\(2, 1\)"):
+        recipe.make_encoder(cfg, _Env())
+
+
+def test_orthogonal_init_matches_drq_on_layers_and_each_ensemble_copy():
+    recipe = get_recipe("sac")
+    loss, encoder = _drq_loss()
+    recipe.orthogonal_init_(loss)
+    convs = [m for m in encoder.modules() if isinstance(m, torch.nn.Conv2d)]
+    for conv in convs:  # delta-orthogonal: only the centre tap, orthogonal with ReLU gain
+        w = conv.weight
+        off = w.clone()
+        off[:, :, 1, 1] = 0
+        assert off.abs().sum() == 0 and conv.bias.abs().sum() == 0
+        c = w[:, :, 1, 1]  # [out, in]
+        small = c.T @ c if c.shape[0] >= c.shape[1] else c @ c.T
+        torch.testing.assert_close(small, 2.0 * torch.eye(small.shape[0]), atol=1e-4, rtol=0)
+    ens = loss.sac_loss.qvalue_network.params
+    w = ens.get(("module", "net", "0", "weight"))  # [2, hidden, in]
+    b = ens.get(("module", "net", "0", "bias"))
+    for i in range(2):  # [16, 9]: orthonormal columns
+        torch.testing.assert_close(w[i].T @ w[i], torch.eye(w.shape[2]), atol=1e-4, rtol=0)
+    assert b.abs().sum() == 0 and not torch.equal(w[0], w[1])
+    ln = ens.get(("module", "head", "1", "weight"))  # LayerNorm: untouched
+    assert torch.equal(ln, torch.ones_like(ln))
+
+
+@pytest.mark.dm_control
+def test_sac_pixels_orthogonal_init_starts_targets_equal_to_online():
+    pytest.importorskip("dm_control")
+    recipe = get_recipe("sac")
+    cfg = config_for(
+        recipe, "dm_control/cartpole-swingup", pixels=True, hidden=16, feature_dim=8,
+        init="orthogonal",
+    )  # fmt: skip
+    trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
+    loss = trainer.loss_module
+    for online, target in loss.target_pairs():
+        for a, b in zip(online.parameters(), target.buffers()):
+            assert torch.equal(a, b)
+    conv = next(m for m in loss.encoder.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight[:, :, 0].abs().sum() == 0  # delta-orthogonal, not PyTorch's default
+    with pytest.raises(ValueError, match="init must be 'default' or 'orthogonal', got 'xavier'"):
+        recipe.make_trainer(dataclasses.replace(cfg, init="xavier"), progress_bar=False)

@@ -71,7 +71,12 @@ PIXEL_FRAMES = 4
 
 
 def make_env(
-    env_id: str, num_envs: int = 0, seed: int | None = None, pixels: bool = False, **kwargs
+    env_id: str,
+    num_envs: int = 0,
+    seed: int | None = None,
+    pixels: bool = False,
+    grayscale: bool = True,
+    **kwargs,
 ) -> EnvBase:
     """A recipe env: gymnasium (vectorized when ``num_envs``) or dm_control, with RewardSum.
 
@@ -80,7 +85,7 @@ def make_env(
     them run in a ``SerialEnv``. With ``pixels`` the env renders and observes
     ``"pixels_stack"`` (see :func:`pixel_transforms`) instead of its state;
     ``from_pixels=True`` in ``kwargs`` (what ``eval --video`` passes) keeps the raw
-    ``"pixels"`` frames too.
+    ``"pixels"`` frames too; ``grayscale=False`` stacks RGB frames instead of luma.
     """
     if env_id.startswith(ATARI_PREFIX):
         return _make_atari_env(env_id, num_envs, seed, **kwargs)
@@ -111,7 +116,7 @@ def make_env(
         if any(spec.dtype == torch.float64 for spec in env.observation_spec.values(True, True)):
             transforms.append(DoubleToFloat())  # gymnasium's MuJoCo envs: the nets are float32
     if pixels:
-        transforms.append(pixel_transforms(keep_raw))
+        transforms.append(pixel_transforms(keep_raw, grayscale=grayscale))
     transforms.append(RewardSum())
     env = TransformedEnv(env, transforms[0] if len(transforms) == 1 else Compose(*transforms))
     if seed is not None:
@@ -181,10 +186,13 @@ def atari_transforms(keep_raw: bool = False) -> Compose:
     )
 
 
-def pixel_transforms(keep_raw: bool = False, size: int = PIXEL_SIZE) -> Compose:
+def pixel_transforms(
+    keep_raw: bool = False, size: int = PIXEL_SIZE, grayscale: bool = True
+) -> Compose:
     """Raw uint8 ``"pixels"`` ``[*B, H, W, 3]`` to a uint8 ``"pixels_stack"`` ``[*B, 4, 64, 64]``.
 
-    Grayscale (colour carries no state in these scenes), an area-averaging resize (a
+    Grayscale (colour carries no state in these scenes; ``grayscale=False`` keeps the RGB
+    planes: ``[*B, 12, 64, 64]``), an area-averaging resize (a
     bilinear one without antialiasing samples 4 of the ~60 source pixels per output pixel,
     aliasing thin shapes like CartPole's pole) and the last ``PIXEL_FRAMES`` frames. The
     stack stays uint8 (a quarter of float32's memory in a replay buffer); the networks
@@ -193,14 +201,15 @@ def pixel_transforms(keep_raw: bool = False, size: int = PIXEL_SIZE) -> Compose:
     Args:
         keep_raw: keep the raw ``"pixels"`` (for videos); otherwise they are dropped.
         size: the side of the square frames.
+        grayscale: convert to one luma plane per frame (else 3 RGB planes per frame).
     """
     steps = [
         ToTensorImage(
             from_int=False, dtype=torch.uint8, in_keys=[K.PIXELS], out_keys=[PIXELS_STACK]
         ),  # [*B, 3, H, W]
-        GrayScale(in_keys=[PIXELS_STACK]),  # [*B, 1, H, W]
-        Resize(size, size, interpolation="area", in_keys=[PIXELS_STACK]),  # [*B, 1, 64, 64]
-        CatFrames(N=PIXEL_FRAMES, dim=-3, in_keys=[PIXELS_STACK]),  # [*B, 4, 64, 64]
+        *([GrayScale(in_keys=[PIXELS_STACK])] if grayscale else []),  # [*B, 1 or 3, H, W]
+        Resize(size, size, interpolation="area", in_keys=[PIXELS_STACK]),  # [*B, c, 64, 64]
+        CatFrames(N=PIXEL_FRAMES, dim=-3, in_keys=[PIXELS_STACK]),  # [*B, 4c, 64, 64]
     ]
     if not keep_raw:
         steps.append(ExcludeTransform(K.PIXELS))
