@@ -354,6 +354,7 @@ DT_HISTORY = (
     "of 100, -1162; units of 1000, -1075; 400, -946 (seed 0). Teacher-forced, raising the "
     "return-to-go by 200 moves the predicted action by only 0.05 RMS: the context's past "
     "actions identify the behaviour policy, so the target acts mostly early in an episode. "
+    "Session 7 probes (seed 0 unless said, 500 episodes, 10% / median / best target): an L1 action loss (its optimum is the conditional median, i.e. the behaviour's deterministic tanh(mean) action, which scores -789) gave medium -803 / -800 / -797 (seed 2: -857 / -853 / -847), no better than L2; zeroing the past actions in the context (so only return and state inform the action) gave medium -820 / -815 / -810 and medium-replay -1415 / -1368 / -1138; the paper-size model (width 128, 3 blocks, K=20, batch 64, lr 3e-4, 6000 steps, 58 min under load) gave medium-replay -1563 / -1508 / -1070 (this seed with defaults: -1579 / -1560 / -1065). None of them lifts the DT above the dataset mean on both files. "
     "Train s: wall seconds on the shared 2-core machine; 3000 steps take about 60 s on an "
     "idle core."
 )
