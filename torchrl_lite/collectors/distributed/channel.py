@@ -46,6 +46,7 @@ Example (both ends in one process; the worker side normally runs inside a Ray ac
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import pickle
@@ -132,10 +133,8 @@ class _Segment:
 
     def close(self) -> None:
         self.array = None
-        try:
+        with contextlib.suppress(BufferError):  # a view still alive: unmapped when it goes
             self._map.close()
-        except BufferError:  # a view of it is still alive: unmapped when that goes
-            pass
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
@@ -313,10 +312,8 @@ class Channel:
     def close(self) -> None:
         """Close the driver's end (the worker's thread ends) and unmap the segments."""
         self.pending = None
-        try:
+        with contextlib.suppress(OSError):  # already closed by a dead worker
             self.conn.close()
-        except OSError:
-            pass
         self._weights.close()
         self._batches.close()
 
