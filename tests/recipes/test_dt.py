@@ -2,6 +2,7 @@
 buffer, learning a known dataset, return conditioning, ODT's buffer refresh, the CLI."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -270,3 +271,32 @@ def test_cli_trains_dt_and_odt(random_file, tmp_path):
         assert code == 0
         summary = json.loads((out / "summary.json").read_text())
         assert summary["algo"] == algo and summary["frames"] == 4
+
+
+def test_lr_schedule_warms_up_then_decays_to_zero_or_stays(random_file):
+    seen = {}
+    for schedule in ("cosine", "constant"):
+        cfg = dt.Config(dataset=str(random_file), frames=10, warmup_steps=2, lr=1e-2,
+                        hidden=8, n_layer=1, context_length=4, batch_size=8,
+                        lr_schedule=schedule)  # fmt: skip
+        trainer, _ = dt.make_trainer(cfg, progress_bar=False)
+        optim = trainer._modules["lr_schedule"].optimizer
+        lrs = []
+        trainer.register_op("post_optim", lambda: lrs.append(optim.param_groups[0]["lr"]))
+        trainer.train()
+        seen[schedule] = lrs
+    # the value each step used, written out: warm-up 0.5, 1, then cos / constant
+    steps = range(10)
+    cosine = [1e-2 * (s + 1) / 2 if s < 2 else 1e-2 * 0.5 * (1 + math.cos(math.pi * (s - 2) / 8))
+              for s in steps]  # fmt: skip
+    constant = [1e-2 * min(1.0, (s + 1) / 2) for s in steps]
+    # the hook runs after the scheduler's own post_optim step: the next step's value
+    assert seen["cosine"][:-1] == pytest.approx(cosine[1:], abs=1e-12)
+    assert seen["constant"][:-1] == pytest.approx(constant[1:], abs=1e-12)
+    assert odt.Config().lr_schedule == "constant"  # the online phase keeps learning
+
+
+def test_lr_schedule_rejects_an_unknown_name(random_file):
+    cfg = dt.Config(dataset=str(random_file), frames=4, lr_schedule="cosin")
+    with pytest.raises(ValueError, match=r"lr_schedule='cosin' is not one of \['cosine', 'constant'\]"):
+        dt.make_trainer(cfg, progress_bar=False)

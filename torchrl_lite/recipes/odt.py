@@ -63,6 +63,8 @@ class Config(dt.Config):
     """Gradient steps in all (offline pre-training included)."""
     pretrain_steps: int = 2_000
     """Gradient steps on the dataset alone, before the first online episodes."""
+    lr_schedule: str = "constant"
+    """``"constant"`` after the warm-up: the online phase keeps learning at ``lr``."""
     online_interval: int = 200
     """Gradient steps between two online collections."""
     online_episodes: int = 10
