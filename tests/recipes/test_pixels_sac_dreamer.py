@@ -268,3 +268,24 @@ def test_sac_pixels_orthogonal_init_starts_targets_equal_to_online():
     assert conv.weight[:, :, 0].abs().sum() == 0  # delta-orthogonal, not PyTorch's default
     with pytest.raises(ValueError, match="init must be 'default' or 'orthogonal', got 'xavier'"):
         recipe.make_trainer(dataclasses.replace(cfg, init="xavier"), progress_bar=False)
+
+
+def test_dreamer_actor_mean_is_bounded_and_std_starts_at_init_std():
+    from torchrl_lite.recipes.dreamer import DreamerActorParams
+
+    params = DreamerActorParams(mean_scale=5.0, init_std=5.0, min_std=1e-4)
+    raw = torch.tensor([[-1e4, 0.0], [0.3, -1e4], [1e4, 1e4]])  # [B, 2A], A = 1
+    loc, scale = params(raw)
+    # written out: loc = 5 tanh(m / 5), scale = softplus(s + softplus^-1(5)) + 1e-4
+    expected_loc = 5.0 * torch.tanh(raw[:, :1] / 5.0)
+    expected_scale = torch.nn.functional.softplus(raw[:, 1:] + torch.log(torch.expm1(torch.tensor(5.0)))) + 1e-4
+    torch.testing.assert_close(loc, expected_loc)
+    torch.testing.assert_close(scale, expected_scale)
+    assert float(loc.abs().max()) <= 5.0 and float(scale.min()) == pytest.approx(1e-4)
+    assert float(scale[0]) == pytest.approx(5.0 + 1e-4)
+    # the gradient reaches a mean that has run far out (tanh(10) would pass ~8e-9)
+    raw = torch.tensor([[-10.0, 0.0]], requires_grad=True)
+    params(raw)[0].sum().backward()
+    assert float(raw.grad[0, 0]) > 0.05
+    with pytest.raises(ValueError, match="mean_scale and init_std must be > 0"):
+        DreamerActorParams(mean_scale=0.0)

@@ -22,10 +22,11 @@ paper's full size is ``FULL_SIZE`` (depth 32, belief 200, hidden 200, 50 x 50 ba
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
-from tensordict.nn import NormalParamExtractor, TensorDictModule
+from tensordict.nn import TensorDictModule
 from torch import nn
 
 from torchrl_lite import _keys as K
@@ -131,6 +132,12 @@ class Config:
     """None: Dreamer's KL; a number in [0, 1]: DreamerV2's balancing (0.8)."""
     exploration_noise: float = 0.3
     """Gaussian action noise while collecting."""
+    actor_mean_scale: float = 5.0
+    """The actor's pre-tanh mean is ``scale * tanh(raw / scale)`` (Dreamer: 5)."""
+    actor_init_std: float = 5.0
+    """The actor's pre-tanh std at a zero output (Dreamer: 5); ``actor_min_std`` is added."""
+    actor_min_std: float = 1e-4
+    """Floor of the actor's pre-tanh std (Dreamer: 1e-4)."""
     max_grad_norm: float = 100.0
     """Gradient-norm clip."""
 
@@ -182,7 +189,8 @@ def make_actor_value(cfg: Config, env):
     for _ in range(3):
         layers += [nn.Linear(width, cfg.hidden), nn.ELU()]
         width = cfg.hidden
-    net = nn.Sequential(*layers, nn.Linear(width, 2 * spec.shape[-1]), NormalParamExtractor())
+    params = DreamerActorParams(cfg.actor_mean_scale, cfg.actor_init_std, cfg.actor_min_std)
+    net = nn.Sequential(*layers, nn.Linear(width, 2 * spec.shape[-1]), params)
     actor = ProbabilisticActor(
         TensorDictModule(_Joined(net), in_keys=["state", "belief"], out_keys=["loc", "scale"]),
         in_keys=["loc", "scale"],
@@ -190,6 +198,41 @@ def make_actor_value(cfg: Config, env):
         distribution_kwargs={"low": spec.low, "high": spec.high},
     )
     return actor, RewardHead(features, cfg.hidden, 3)
+
+
+class DreamerActorParams(nn.Module):
+    """Dreamer's actor parameters: ``[*B, 2A]`` -> ``(loc, scale)``, each ``[*B, A]``.
+
+    ``loc = mean_scale * tanh(raw / mean_scale)`` keeps the pre-tanh mean within
+    ``+-mean_scale``, and ``scale = softplus(raw + c) + min_std`` starts at ``init_std``
+    (``c = softplus^-1(init_std)``). Without the bound the mean can run far past where
+    the TanhNormal saturates: a cartpole-swingup run's actor sat at loc -10, scale 0.09
+    (every action -1, return 73, flat for 10k agent steps), where tanh passes no gradient
+    back to it (``benchmarks/results/pixels.md``).
+
+    Example:
+        >>> loc, scale = DreamerActorParams()(torch.zeros(2, 2))
+        >>> loc.tolist(), [round(s, 4) for s in scale.flatten().tolist()]
+        ([[0.0], [0.0]], [5.0001, 5.0001])
+        >>> float(DreamerActorParams()(torch.tensor([1e3, 0.0]))[0])
+        5.0
+    """
+
+    def __init__(self, mean_scale: float = 5.0, init_std: float = 5.0, min_std: float = 1e-4):
+        super().__init__()
+        if mean_scale <= 0 or init_std <= 0 or min_std < 0:
+            raise ValueError(
+                f"DreamerActorParams: mean_scale and init_std must be > 0 and min_std >= 0, "
+                f"got {mean_scale}, {init_std}, {min_std}."
+            )
+        self.mean_scale, self.min_std = float(mean_scale), float(min_std)
+        self.raw_init_std = math.log(math.expm1(init_std))  # softplus(raw_init_std) == init_std
+
+    def forward(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, std = raw.chunk(2, dim=-1)
+        loc = self.mean_scale * torch.tanh(mean / self.mean_scale)
+        scale = nn.functional.softplus(std + self.raw_init_std) + self.min_std
+        return loc, scale
 
 
 class _Joined(nn.Module):
