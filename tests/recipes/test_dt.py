@@ -300,3 +300,19 @@ def test_lr_schedule_rejects_an_unknown_name(random_file):
     cfg = dt.Config(dataset=str(random_file), frames=4, lr_schedule="cosin")
     with pytest.raises(ValueError, match=r"lr_schedule='cosin' is not one of \['cosine', 'constant'\]"):
         dt.make_trainer(cfg, progress_bar=False)
+
+
+def test_default_target_is_the_files_best_episode_return(random_file):
+    import h5py as h5
+
+    with h5.File(random_file) as f:  # the file's three 200-step episodes, summed by hand
+        rewards = f["rewards"][:]
+    best = max(float(rewards[i : i + 200].sum()) for i in range(0, 600, 200))
+    cfg = dt.Config(dataset=str(random_file))
+    assert cfg.target_return is None
+    assert dt.target_of(cfg) == pytest.approx(best, rel=1e-5)
+    env = dt.make_eval_env(cfg)
+    target = next(t for t in env.transform if isinstance(t, TargetReturn))
+    assert target.target_return == pytest.approx(best, rel=1e-5)
+    env.close()
+    assert dt.target_of(dt.Config(dataset=str(random_file), target_return=-150.0)) == -150.0

@@ -21,7 +21,7 @@ the best target): the return rises with the target, and the median at the best t
 above the mean.
 
 Example:
-    >>> cfg = Config(dataset="pendulum-medium.hdf5", target_return=-150.0)
+    >>> cfg = Config(dataset="pendulum-medium.hdf5")  # target: the file's best episode
     >>> # trainer, policy = make_trainer(cfg)
     >>> # make_evaluation(cfg, policy).register(trainer)  # evaluation returns
     >>> # trainer.train()
@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -111,16 +112,38 @@ class Config(OfflineConfig):
     saturates for large inputs: at 100 (returns-to-go down to -17) the trained model's
     embeddings of -15 and -7 had cosine 0.98, and conditioning on the best return of the
     medium-replay file gave -1162 (seed 0); at 400, -946."""
-    target_return: float = -150.0
-    """The return the policy is conditioned on at evaluation (env units)."""
+    target_return: float | None = None
+    """The return the policy is conditioned on at evaluation (env units); None: the
+    dataset's best episode return (:func:`best_episode_return`), the target the Pendulum
+    benchmark's figures are for."""
+
+
+@functools.lru_cache(maxsize=8)
+def best_episode_return(path: str) -> float:
+    """The highest return of an episode that ends inside the dataset file at ``path``
+    (of any trajectory if none ends there), in env units."""
+    data = load_dataset(path, 1).data
+    ids = data["collector", "traj_ids"]
+    reward = data["next", "reward"].reshape(len(ids))
+    sums = torch.zeros(int(ids.max()) + 1, dtype=reward.dtype).index_add_(0, ids, reward)
+    ended = ids[data["next", "done"].reshape(len(ids))].unique()
+    return float((sums[ended] if len(ended) else sums[ids.unique()]).max())
+
+
+def target_of(cfg: Config) -> float:
+    """``cfg.target_return``, or the dataset's best episode return when it is None."""
+    if cfg.target_return is not None:
+        return float(cfg.target_return)
+    return best_episode_return(str(cfg.dataset))
 
 
 def make_eval_env(cfg: Config, num_envs: int | None = None, seed_offset: int = 10_000, **kwargs):
-    """The env the policy acts in: the recipe env plus TargetReturn and DTContext."""
+    """The env the policy acts in: the recipe env plus TargetReturn (conditioned on
+    :func:`target_of`) and DTContext."""
     env = make_env(cfg.env, num_envs=num_envs, seed=cfg.seed + seed_offset, **kwargs)
     return TransformedEnv(
         env,
-        Compose(TargetReturn(cfg.target_return, cfg.reward_scale), DTContext(cfg.context_length)),
+        Compose(TargetReturn(target_of(cfg), cfg.reward_scale), DTContext(cfg.context_length)),
     )
 
 
