@@ -282,7 +282,9 @@ def test_lr_schedule_warms_up_then_decays_to_zero_or_stays(random_file):
         trainer, _ = dt.make_trainer(cfg, progress_bar=False)
         optim = trainer._modules["lr_schedule"].optimizer
         lrs = []
-        trainer.register_op("post_optim", lambda: lrs.append(optim.param_groups[0]["lr"]))
+        trainer.register_op(
+            "post_optim", lambda lrs=lrs, optim=optim: lrs.append(optim.param_groups[0]["lr"])
+        )
         trainer.train()
         seen[schedule] = lrs
     # the value each step used, written out: warm-up 0.5, 1, then cos / constant
@@ -298,7 +300,9 @@ def test_lr_schedule_warms_up_then_decays_to_zero_or_stays(random_file):
 
 def test_lr_schedule_rejects_an_unknown_name(random_file):
     cfg = dt.Config(dataset=str(random_file), frames=4, lr_schedule="cosin")
-    with pytest.raises(ValueError, match=r"lr_schedule='cosin' is not one of \['cosine', 'constant'\]"):
+    with pytest.raises(
+        ValueError, match=r"lr_schedule='cosin' is not one of \['cosine', 'constant'\]"
+    ):
         dt.make_trainer(cfg, progress_bar=False)
 
 

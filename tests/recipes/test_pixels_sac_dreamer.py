@@ -278,7 +278,9 @@ def test_dreamer_actor_mean_is_bounded_and_std_starts_at_init_std():
     loc, scale = params(raw)
     # written out: loc = 5 tanh(m / 5), scale = softplus(s + softplus^-1(5)) + 1e-4
     expected_loc = 5.0 * torch.tanh(raw[:, :1] / 5.0)
-    expected_scale = torch.nn.functional.softplus(raw[:, 1:] + torch.log(torch.expm1(torch.tensor(5.0)))) + 1e-4
+    expected_scale = (
+        torch.nn.functional.softplus(raw[:, 1:] + torch.log(torch.expm1(torch.tensor(5.0)))) + 1e-4
+    )
     torch.testing.assert_close(loc, expected_loc)
     torch.testing.assert_close(scale, expected_scale)
     assert float(loc.abs().max()) <= 5.0 and float(scale.min()) == pytest.approx(1e-4)

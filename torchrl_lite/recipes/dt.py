@@ -222,9 +222,7 @@ def make_optimizer(cfg: Config, params, trainer: Trainer):
     """AdamW with a linear warm-up, then ``cfg.lr_schedule``, stepped by ``trainer`` (its
     scheduler on post_optim)."""
     if cfg.lr_schedule not in LR_SCHEDULES:
-        raise ValueError(
-            f"lr_schedule={cfg.lr_schedule!r} is not one of {list(LR_SCHEDULES)}."
-        )
+        raise ValueError(f"lr_schedule={cfg.lr_schedule!r} is not one of {list(LR_SCHEDULES)}.")
     optim = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optim, lambda step: lr_factor(step, cfg.warmup_steps, cfg.frames, cfg.lr_schedule)
