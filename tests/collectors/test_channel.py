@@ -245,7 +245,9 @@ def test_ctrl_c_during_a_channel_collect_then_shutdown_leaves_nothing(ray_sessio
     from torchrl_lite.collectors.distributed import RayCollector
 
     shm_before = _shm_files()
-    collector = RayCollector(PendulumEnv, _policy(), frames_per_batch=20_000, num_collectors=1)
+    # long enough that the SIGINT lands inside next() even when the timer thread fires late
+    # on a loaded machine (20k frames, ~0.4 s here, once lost that race in CI)
+    collector = RayCollector(PendulumEnv, _policy(), frames_per_batch=200_000, num_collectors=1)
     group = collector.group
     assert group.channels[0] is not None
     pid = group._get(group.call(0, "ping"))
@@ -253,7 +255,7 @@ def test_ctrl_c_during_a_channel_collect_then_shutdown_leaves_nothing(ray_sessio
     interrupter.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            collector.next()  # about 1.5 s of collection
+            collector.next()  # several seconds of collection
     finally:
         interrupter.cancel()
         collector.shutdown()
