@@ -97,13 +97,9 @@ def make_datasets() -> dict:
 
 
 def episode_returns(path: Path) -> torch.Tensor:
-    from torchrl_lite.recipes.offline import load_dataset
+    from torchrl_lite.recipes.offline import dataset_episode_returns
 
-    data = load_dataset(path, 1).data
-    ids = data["collector", "traj_ids"]
-    ends = data["next", "done"].flatten()
-    sums = torch.zeros(int(ids.max()) + 1).index_add_(0, ids, data["next", "reward"].flatten())
-    return sums[ids[ends].unique()]  # episodes that end inside the file
+    return torch.tensor(dataset_episode_returns(path))  # episodes that end inside the file
 
 
 def evaluate(recipe, cfg, policy, target_return: float, episodes: int = EVAL_EPISODES) -> float:

@@ -49,6 +49,7 @@ from torchrl_lite.recipes.offline import (
     OfflineBatches,
     OfflineConfig,
     check_dataset_fits,
+    dataset_episode_returns,
     load_dataset,
 )
 from torchrl_lite.trainers import Trainer
@@ -120,14 +121,10 @@ class Config(OfflineConfig):
 
 @functools.lru_cache(maxsize=8)
 def best_episode_return(path: str) -> float:
-    """The highest return of an episode that ends inside the dataset file at ``path``
-    (of any trajectory if none ends there), in env units."""
-    data = load_dataset(path, 1).data
-    ids = data["collector", "traj_ids"]
-    reward = data["next", "reward"].reshape(len(ids))
-    sums = torch.zeros(int(ids.max()) + 1, dtype=reward.dtype).index_add_(0, ids, reward)
-    ended = ids[data["next", "done"].reshape(len(ids))].unique()
-    return float((sums[ended] if len(ended) else sums[ids.unique()]).max())
+    """The highest return of an episode that ends inside the dataset file at ``path`` (the
+    whole file's if none ends there), in env units."""
+    returns = dataset_episode_returns(path)
+    return max(returns) if returns else float(load_dataset(path, 1).data["next", "reward"].sum())
 
 
 def target_of(cfg: Config) -> float:

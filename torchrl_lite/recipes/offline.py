@@ -47,6 +47,7 @@ __all__ = [
     "OfflineConfig",
     "check_dataset_fits",
     "collect_dataset",
+    "dataset_episode_returns",
     "load_dataset",
     "make_eval_env",
     "make_evaluation",
@@ -203,6 +204,16 @@ def _episode_returns(reward: torch.Tensor, done: torch.Tensor, cut: torch.Tensor
 
 
 # -- reading it ----------------------------------------------------------------------------
+def dataset_episode_returns(path) -> list:
+    """Returns ``[E]`` of the episodes that end inside the dataset file at ``path`` (one cut
+    by the file's end is left out), in env units and file order."""
+    data = load_dataset(path, 1).data
+    done = data.get((K.NEXT, K.DONE)).reshape(-1)
+    cut = torch.zeros_like(done)
+    cut[-1] = not bool(done[-1])
+    return _episode_returns(data.get((K.NEXT, K.REWARD)).reshape(-1), done, cut)
+
+
 def load_dataset(path, batch_size: int, sampler=None) -> D4RLExperienceReplay:
     """The D4RL-layout file at ``path`` as a replay buffer of transitions ``[N]``.
 
