@@ -118,10 +118,10 @@ def test_model_loss_matches_a_hand_written_filter():
         loss(_batch().reshape(-1))
 
 
-def _losses():
+def _losses(**config):
     enc, dec, prior, post, rew = _world_model()
     recipe = get_recipe("dreamer")
-    cfg = config_for(recipe, state_dim=S, belief_dim=D, hidden=H)
+    cfg = config_for(recipe, state_dim=S, belief_dim=D, hidden=H, **config)
 
     class _Env:  # what make_actor_value reads from an env
         action_spec = Bounded(-1.0, 1.0, (A,))
@@ -191,6 +191,60 @@ def test_actor_loss_is_the_discounted_mean_of_lambda_returns_of_the_imagined_rol
     v = value(torch.cat([imagined["state"], imagined["belief"]], -1))
     w = (0.99 ** torch.arange(5.0)).reshape(1, 5, 1)
     torch.testing.assert_close(value_loss, (w * 0.5 * (v - returns.detach()) ** 2).mean())
+
+
+def test_entropy_bonus_adds_the_discounted_mean_log_probability_of_the_imagined_actions():
+    # a narrow actor: no sample rounds to a bound, so log_prob(action) is exact by hand too
+    loss, (enc, dec, prior, post, rew), actor, value = _losses(actor_init_std=0.3)
+    batch = _batch()
+    loss.model_loss(batch)
+    eta = 0.3
+    bonus = DreamerActorLoss(
+        actor, value, DreamerEnv(prior, rew, Bounded(-1.0, 1.0, (A,))), imagination_horizon=5,
+        entropy_coef=eta,
+    )  # fmt: skip
+    torch.manual_seed(9)
+    plain = loss.actor_loss(batch)[0]
+    torch.manual_seed(9)
+    out = bonus(batch)[0]
+    torch.manual_seed(9)
+    from torchrl_lite.envs import ExplorationType, set_exploration_type
+
+    state = batch["next", "state"].reshape(-1, S)
+    belief = batch["next", "belief"].reshape(-1, D)
+    log_probs = []
+    with set_exploration_type(ExplorationType.RANDOM):
+        for _ in range(5):  # the actions of the same imagined rollout, by hand
+            td = actor(TensorDict(state=state, belief=belief, batch_size=[state.shape[0]]))
+            dist = actor.get_dist(td)
+            log_probs.append(dist.log_prob(td["action"]))
+            _, _, state, belief = prior(state, belief, td["action"])
+    log_prob = torch.stack(log_probs, 1)  # [N, 5]
+    w = 0.99 ** torch.arange(5.0)
+    torch.testing.assert_close(out["loss_actor"], plain["loss_actor"] + eta * (w * log_prob).mean())
+    torch.testing.assert_close(out["entropy"], -log_prob.mean().detach())
+    grad = torch.autograd.grad(out["loss_actor"], list(actor.parameters()), allow_unused=True)
+    assert any(g is not None and g.abs().sum() > 0 for g in grad)
+
+
+def test_entropy_bonus_bad_inputs_are_clear_errors():
+    loss, (enc, dec, prior, post, rew), actor, value = _losses()
+    env = DreamerEnv(prior, rew, Bounded(-1.0, 1.0, (A,)))
+    with pytest.raises(ValueError, match="entropy_coef must be >= 0.*got -0.1"):
+        DreamerActorLoss(actor, value, env, entropy_coef=-0.1)
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+
+    from torchrl_lite.modules import ProbabilisticActor, TanhNormal
+
+    net = torch.nn.Sequential(torch.nn.Linear(D, 2 * A), NormalParamExtractor())
+    no_log_prob = ProbabilisticActor(
+        TensorDictModule(net, ["belief"], ["loc", "scale"]), ["loc", "scale"],
+        distribution_class=TanhNormal,
+    )  # fmt: skip
+    batch = _batch()
+    loss.model_loss(batch)
+    with pytest.raises(KeyError, match="needs the actor's log-probability.*return_log_prob=True"):
+        DreamerActorLoss(no_log_prob, value, env, imagination_horizon=3, entropy_coef=0.1)(batch)
 
 
 def test_actor_loss_before_the_model_loss_is_a_clear_error():

@@ -17,8 +17,10 @@ From the posterior states (detached), the actor rolls out ``H`` steps in a
 :class:`~torchrl_lite.envs.DreamerEnv`; ``V^lambda_t = r_t + gamma ((1 - lambda) v(s_{t+1})
 + lambda V^lambda_{t+1})``, ``V^lambda_{H-1} = r_{H-1} + gamma v(s_H)``:
 
-- ``loss_actor = -mean(w_t V^lambda_t)``, ``w_t = gamma^t``, gradients through the dynamics
-  into the actor only (the world model and the value model are frozen for this term);
+- ``loss_actor = -mean(w_t (V^lambda_t + eta H_t))``, ``w_t = gamma^t``, gradients through
+  the dynamics into the actor only (the world model and the value model are frozen for this
+  term); ``H_t = -log pi(a_t | s_t)`` is a one-sample entropy estimate and ``eta`` the
+  ``entropy_coef`` (0: Dreamer; DreamerV2/V3 add the bonus);
 - ``loss_value = mean(w_t 1/2 (v(sg(s_t)) - sg(V^lambda_t))^2)``.
 
 Each term trains only its own networks, so one optimizer (a parameter group per part)
@@ -225,6 +227,8 @@ class DreamerActorLoss(LossModule):
         model_env: the :class:`~torchrl_lite.envs.DreamerEnv` to imagine in.
         imagination_horizon: ``H``.
         gamma, lmbda: discount and lambda of the returns.
+        entropy_coef: ``eta``, the weight of the entropy bonus; above 0 the actor must write
+            its log-probability (``ProbabilisticActor(..., return_log_prob=True)``).
 
     Example:
         >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
@@ -245,10 +249,14 @@ class DreamerActorLoss(LossModule):
     def __init__(
         self, actor, value_model: nn.Module, model_env: DreamerEnv, *,
         imagination_horizon: int = 15, gamma: float = 0.99, lmbda: float = 0.95,
+        entropy_coef: float = 0.0,
     ):  # fmt: skip
         super().__init__()
         if not isinstance(model_env, DreamerEnv):
             raise TypeError(f"model_env must be a DreamerEnv, got {type(model_env).__name__}.")
+        if not entropy_coef >= 0.0:
+            raise ValueError(f"entropy_coef must be >= 0 (DreamerV3: 3e-4), got {entropy_coef}.")
+        self.entropy_coef = float(entropy_coef)
         self.register_network("actor", actor)
         self.value_model = value_model  # trained by DreamerValueLoss
         self.model_env = model_env  # its modules are trained by DreamerModelLoss
@@ -260,7 +268,7 @@ class DreamerActorLoss(LossModule):
 
     @property
     def out_keys(self) -> list:
-        return ["loss_actor", "imagined_reward"]
+        return ["loss_actor", "imagined_reward", "entropy"]
 
     def forward(self, tensordict: TensorDictBase):
         nxt = tensordict.get(K.NEXT)
@@ -281,10 +289,22 @@ class DreamerActorLoss(LossModule):
         steps = torch.arange(self.horizon, device=reward.device, dtype=reward.dtype)
         weight = (self.gamma**steps).reshape(1, -1, 1).expand_as(returns)  # [N, H, 1]
         loss = -(weight * returns).mean()
+        out = TensorDict(imagined_reward=reward.detach().mean(), batch_size=[])
+        log_prob = imagined.get(K.SAMPLE_LOG_PROB, None)  # [N, H]
+        if log_prob is not None:
+            out.set("entropy", -log_prob.detach().mean())
+            if self.entropy_coef > 0:
+                loss = loss + self.entropy_coef * (weight[..., 0] * log_prob).mean()
+        elif self.entropy_coef > 0:
+            raise _LossKeyError(
+                f"DreamerActorLoss(entropy_coef={self.entropy_coef}) needs the actor's "
+                f"log-probability at {K.SAMPLE_LOG_PROB!r}: build the actor with "
+                "ProbabilisticActor(..., return_log_prob=True)."
+            )
+        out.set("loss_actor", loss)
         imagined = imagined.exclude(K.NEXT).detach()  # root states s_0..s_{H-1}
         imagined.set(LAMBDA_RETURN, returns.detach())
         imagined.set(DISCOUNT_WEIGHT, weight)
-        out = TensorDict(loss_actor=loss, imagined_reward=reward.detach().mean(), batch_size=[])
         return out, imagined
 
 

@@ -138,6 +138,9 @@ class Config:
     """The actor's pre-tanh std at a zero output (Dreamer: 5); ``actor_min_std`` is added."""
     actor_min_std: float = 1e-4
     """Floor of the actor's pre-tanh std (Dreamer: 1e-4)."""
+    actor_entropy: float = 0.0
+    """Weight of the actor's entropy bonus in imagination (Dreamer: 0; DreamerV3: 3e-4 on
+    normalized returns)."""
     max_grad_norm: float = 100.0
     """Gradient-norm clip."""
 
@@ -196,6 +199,7 @@ def make_actor_value(cfg: Config, env):
         in_keys=["loc", "scale"],
         distribution_class=TanhNormal,
         distribution_kwargs={"low": spec.low, "high": spec.high},
+        return_log_prob=True,  # the actor loss's entropy estimate
     )
     return actor, RewardHead(features, cfg.hidden, 3)
 
@@ -259,7 +263,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     model_env = DreamerEnv(prior, reward_head, env.action_spec)
     actor_loss = DreamerActorLoss(
         actor, value, model_env, imagination_horizon=cfg.horizon, gamma=cfg.gamma,
-        lmbda=cfg.lmbda,
+        lmbda=cfg.lmbda, entropy_coef=cfg.actor_entropy,
     )  # fmt: skip
     loss = DreamerLoss(model_loss, actor_loss, DreamerValueLoss(value), slice_len=cfg.slice_len)
     spec = env.action_spec
