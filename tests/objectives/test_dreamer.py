@@ -227,6 +227,40 @@ def test_entropy_bonus_adds_the_discounted_mean_log_probability_of_the_imagined_
     assert any(g is not None and g.abs().sum() > 0 for g in grad)
 
 
+def test_detached_actor_inputs_same_loss_gradient_only_through_the_dynamics():
+    loss, (enc, dec, prior, post, rew), actor, value = _losses()
+    batch = _batch()
+    loss.model_loss(batch)
+    env = DreamerEnv(prior, rew, Bounded(-1.0, 1.0, (A,)))
+    detached = DreamerActorLoss(actor, value, env, imagination_horizon=5, detach_actor_inputs=True)
+    params = list(actor.parameters())
+    torch.manual_seed(9)
+    full = loss.actor_loss(batch)[0]["loss_actor"]
+    torch.manual_seed(9)
+    got = detached(batch)[0]["loss_actor"]
+    torch.testing.assert_close(got, full)
+    torch.manual_seed(9)
+    from torchrl_lite.envs import ExplorationType, set_exploration_type
+
+    state = batch["next", "state"].reshape(-1, S)
+    belief = batch["next", "belief"].reshape(-1, D)
+    rewards, values = [], []
+    with set_exploration_type(ExplorationType.RANDOM):
+        for _ in range(5):  # by hand: the actor sees sg(state), the dynamics the real one
+            n = state.shape[0]
+            a = actor(TensorDict(state=state.detach(), belief=belief.detach(), batch_size=[n]))
+            _, _, state, belief = prior(state, belief, a["action"])
+            rewards.append(rew(torch.cat([state, belief], -1)))
+            values.append(value(torch.cat([state, belief], -1)))
+    returns = lambda_returns(torch.stack(rewards, 1), torch.stack(values, 1), 0.99, 0.95)
+    expected = -(returns * (0.99 ** torch.arange(5.0)).reshape(1, 5, 1)).mean()
+    want = torch.autograd.grad(expected, params)
+    for w, h in zip(want, torch.autograd.grad(got, params)):
+        torch.testing.assert_close(h, w)
+    full_grad = torch.autograd.grad(full, params)  # the pathwise gradient differs
+    assert any(not torch.allclose(f, w) for f, w in zip(full_grad, want))
+
+
 def test_entropy_bonus_bad_inputs_are_clear_errors():
     loss, (enc, dec, prior, post, rew), actor, value = _losses()
     env = DreamerEnv(prior, rew, Bounded(-1.0, 1.0, (A,)))

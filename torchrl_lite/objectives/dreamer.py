@@ -229,6 +229,10 @@ class DreamerActorLoss(LossModule):
         gamma, lmbda: discount and lambda of the returns.
         entropy_coef: ``eta``, the weight of the entropy bonus; above 0 the actor must write
             its log-probability (``ProbabilisticActor(..., return_log_prob=True)``).
+        detach_actor_inputs: the actor reads ``sg(s_t)`` in imagination, as in Dreamer's
+            code: an action's gradient reaches it through the dynamics, rewards and values
+            only, not through the later actions' dependence on the state. False: the
+            full pathwise gradient.
 
     Example:
         >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
@@ -249,7 +253,7 @@ class DreamerActorLoss(LossModule):
     def __init__(
         self, actor, value_model: nn.Module, model_env: DreamerEnv, *,
         imagination_horizon: int = 15, gamma: float = 0.99, lmbda: float = 0.95,
-        entropy_coef: float = 0.0,
+        entropy_coef: float = 0.0, detach_actor_inputs: bool = False,
     ):  # fmt: skip
         super().__init__()
         if not isinstance(model_env, DreamerEnv):
@@ -257,6 +261,7 @@ class DreamerActorLoss(LossModule):
         if not entropy_coef >= 0.0:
             raise ValueError(f"entropy_coef must be >= 0 (DreamerV3: 3e-4), got {entropy_coef}.")
         self.entropy_coef = float(entropy_coef)
+        self.detach_actor_inputs = bool(detach_actor_inputs)
         self.register_network("actor", actor)
         self.value_model = value_model  # trained by DreamerValueLoss
         self.model_env = model_env  # its modules are trained by DreamerModelLoss
@@ -270,6 +275,11 @@ class DreamerActorLoss(LossModule):
     def out_keys(self) -> list:
         return ["loss_actor", "imagined_reward", "entropy"]
 
+    def _act(self, td: TensorDictBase) -> TensorDictBase:
+        if not self.detach_actor_inputs:
+            return self.actor(td)
+        return td.update(self.actor(td.select(STATE, BELIEF).detach()).exclude(STATE, BELIEF))
+
     def forward(self, tensordict: TensorDictBase):
         nxt = tensordict.get(K.NEXT)
         if STATE not in nxt.keys() or BELIEF not in nxt.keys():
@@ -281,7 +291,7 @@ class DreamerActorLoss(LossModule):
         with _frozen(self.model_env.prior, self.model_env.reward_head, self.value_model):
             with set_exploration_type(ExplorationType.RANDOM):
                 imagined = self.model_env.rollout(
-                    self.horizon, self.actor, auto_reset=False, tensordict=start
+                    self.horizon, self._act, auto_reset=False, tensordict=start
                 )  # [N, H]
             next_value = self.value_model(_features(imagined.get(K.NEXT)))  # [N, H, 1]
         reward = imagined.get((K.NEXT, K.REWARD))  # [N, H, 1]

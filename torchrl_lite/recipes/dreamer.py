@@ -138,6 +138,8 @@ class Config:
     """The actor's pre-tanh std at a zero output (Dreamer: 5); ``actor_min_std`` is added."""
     actor_min_std: float = 1e-4
     """Floor of the actor's pre-tanh std (Dreamer: 1e-4)."""
+    detach_actor_inputs: bool = False
+    """The actor reads detached model states in imagination (Dreamer's code does)."""
     actor_entropy: float = 0.0
     """Weight of the actor's entropy bonus in imagination (Dreamer: 0; DreamerV3: 3e-4 on
     normalized returns)."""
@@ -264,6 +266,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     actor_loss = DreamerActorLoss(
         actor, value, model_env, imagination_horizon=cfg.horizon, gamma=cfg.gamma,
         lmbda=cfg.lmbda, entropy_coef=cfg.actor_entropy,
+        detach_actor_inputs=cfg.detach_actor_inputs,
     )  # fmt: skip
     loss = DreamerLoss(model_loss, actor_loss, DreamerValueLoss(value), slice_len=cfg.slice_len)
     spec = env.action_spec
