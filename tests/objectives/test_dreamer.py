@@ -6,7 +6,7 @@ from tensordict import TensorDict
 from torch.distributions import Normal, kl_divergence
 
 from torchrl_lite.data import Bounded
-from torchrl_lite.envs import DreamerEnv
+from torchrl_lite.envs import DreamerEnv, ExplorationType, set_exploration_type
 from torchrl_lite.modules import ObsDecoder, ObsEncoder, RewardHead, RSSMPosterior, RSSMPrior
 from torchrl_lite.modules.models.dreamer import scale_image
 from torchrl_lite.objectives import (
@@ -165,6 +165,24 @@ def test_each_dreamer_term_trains_only_its_own_networks():
     assert all(p.requires_grad for g in groups.values() for p in g)  # unfrozen after
 
 
+def _imagine_by_hand(batch, actor, prior, rew, value, detach_actor_inputs=False, steps=5):
+    """The imagined rollout as a plain loop: ``(lambda returns [N, steps, 1], log pi [N, steps])``;
+    seed torch as before the loss's own rollout."""
+    state = batch["next", "state"].reshape(-1, S)
+    belief = batch["next", "belief"].reshape(-1, D)
+    rewards, values, log_probs = [], [], []
+    with set_exploration_type(ExplorationType.RANDOM):
+        for _ in range(steps):
+            seen = (state.detach(), belief.detach()) if detach_actor_inputs else (state, belief)
+            td = actor(TensorDict(state=seen[0], belief=seen[1], batch_size=[state.shape[0]]))
+            log_probs.append(actor.get_dist(td).log_prob(td["action"]))
+            _, _, state, belief = prior(state, belief, td["action"])
+            rewards.append(rew(torch.cat([state, belief], -1)))
+            values.append(value(torch.cat([state, belief], -1)))
+    returns = lambda_returns(torch.stack(rewards, 1), torch.stack(values, 1), 0.99, 0.95)
+    return returns, torch.stack(log_probs, 1)
+
+
 def test_actor_loss_is_the_discounted_mean_of_lambda_returns_of_the_imagined_rollout():
     loss, (enc, dec, prior, post, rew), actor, value = _losses()
     batch = _batch()
@@ -172,18 +190,7 @@ def test_actor_loss_is_the_discounted_mean_of_lambda_returns_of_the_imagined_rol
     torch.manual_seed(9)
     out, imagined = loss.actor_loss(batch)
     torch.manual_seed(9)
-    from torchrl_lite.envs import ExplorationType, set_exploration_type
-
-    state = batch["next", "state"].reshape(-1, S)
-    belief = batch["next", "belief"].reshape(-1, D)
-    rewards, values = [], []
-    with set_exploration_type(ExplorationType.RANDOM):
-        for _ in range(5):  # imagination by hand
-            a = actor(TensorDict(state=state, belief=belief, batch_size=[state.shape[0]]))["action"]
-            _, _, state, belief = prior(state, belief, a)
-            rewards.append(rew(torch.cat([state, belief], -1)))
-            values.append(value(torch.cat([state, belief], -1)))
-    returns = lambda_returns(torch.stack(rewards, 1), torch.stack(values, 1), 0.99, 0.95)
+    returns = _imagine_by_hand(batch, actor, prior, rew, value)[0]
     expected = -(returns * (0.99 ** torch.arange(5.0)).reshape(1, 5, 1)).mean()
     torch.testing.assert_close(out["loss_actor"], expected)
     torch.testing.assert_close(imagined["lambda_return"], returns.detach())
@@ -208,18 +215,7 @@ def test_entropy_bonus_adds_the_discounted_mean_log_probability_of_the_imagined_
     torch.manual_seed(9)
     out = bonus(batch)[0]
     torch.manual_seed(9)
-    from torchrl_lite.envs import ExplorationType, set_exploration_type
-
-    state = batch["next", "state"].reshape(-1, S)
-    belief = batch["next", "belief"].reshape(-1, D)
-    log_probs = []
-    with set_exploration_type(ExplorationType.RANDOM):
-        for _ in range(5):  # the actions of the same imagined rollout, by hand
-            td = actor(TensorDict(state=state, belief=belief, batch_size=[state.shape[0]]))
-            dist = actor.get_dist(td)
-            log_probs.append(dist.log_prob(td["action"]))
-            _, _, state, belief = prior(state, belief, td["action"])
-    log_prob = torch.stack(log_probs, 1)  # [N, 5]
+    log_prob = _imagine_by_hand(batch, actor, prior, rew, value)[1]  # [N, 5]
     w = 0.99 ** torch.arange(5.0)
     torch.testing.assert_close(out["loss_actor"], plain["loss_actor"] + eta * (w * log_prob).mean())
     torch.testing.assert_close(out["entropy"], -log_prob.mean().detach())
@@ -239,20 +235,8 @@ def test_detached_actor_inputs_same_loss_gradient_only_through_the_dynamics():
     torch.manual_seed(9)
     got = detached(batch)[0]["loss_actor"]
     torch.testing.assert_close(got, full)
-    torch.manual_seed(9)
-    from torchrl_lite.envs import ExplorationType, set_exploration_type
-
-    state = batch["next", "state"].reshape(-1, S)
-    belief = batch["next", "belief"].reshape(-1, D)
-    rewards, values = [], []
-    with set_exploration_type(ExplorationType.RANDOM):
-        for _ in range(5):  # by hand: the actor sees sg(state), the dynamics the real one
-            n = state.shape[0]
-            a = actor(TensorDict(state=state.detach(), belief=belief.detach(), batch_size=[n]))
-            _, _, state, belief = prior(state, belief, a["action"])
-            rewards.append(rew(torch.cat([state, belief], -1)))
-            values.append(value(torch.cat([state, belief], -1)))
-    returns = lambda_returns(torch.stack(rewards, 1), torch.stack(values, 1), 0.99, 0.95)
+    torch.manual_seed(9)  # by hand: the actor sees sg(state), the dynamics the real one
+    returns = _imagine_by_hand(batch, actor, prior, rew, value, detach_actor_inputs=True)[0]
     expected = -(returns * (0.99 ** torch.arange(5.0)).reshape(1, 5, 1)).mean()
     want = torch.autograd.grad(expected, params)
     for w, h in zip(want, torch.autograd.grad(got, params)):
