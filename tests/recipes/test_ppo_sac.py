@@ -62,3 +62,20 @@ def test_dm_control_recipe_env_concatenates_observations_and_trains():
     trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
     trainer.train()
     assert trainer.collected_frames == 2_000
+
+
+@pytest.mark.parametrize(("env_id", "once"), [("Pendulum-v1", False), ("ALE/Pong-v5", True)])
+def test_ppo_advantages_once_per_batch_on_atari_as_in_the_paper(env_id, once, monkeypatch):
+    """Atari: GAE once per collected batch (the PPO paper, SB3); elsewhere every epoch."""
+    recipe = get_recipe("ppo")
+    small = dict(frames=64, num_envs=2, frames_per_batch=32, mini_batch_size=16, epochs=3)
+    cfg = config_for(recipe, env_id, hidden=16, **small)
+    assert cfg.recompute_advantage is not once
+    calls = []
+    original = recipe.GAE.forward
+    monkeypatch.setattr(
+        recipe.GAE, "forward", lambda self, td: calls.append(1) or original(self, td)
+    )
+    trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
+    trainer.train()
+    assert len(calls) == 2 * (1 if once else cfg.epochs)  # two batches

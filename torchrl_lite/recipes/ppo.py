@@ -49,12 +49,12 @@ ENV_DEFAULTS = {
         mini_batch_size=256, entropy_coef=0.0,
     ),
     # Atari (ALE/...-v5, pixels): the PPO paper's Atari settings (8 envs x 128 steps, 4
-    # epochs of 4 mini-batches, clip 0.1, entropy 0.01, lr 2.5e-4); frames count agent
-    # steps (4 emulator frames each)
+    # epochs of 4 mini-batches, clip 0.1, entropy 0.01, lr 2.5e-4, advantages computed
+    # once per batch); frames count agent steps (4 emulator frames each)
     "atari": dict(
         pixels=True, gamma=0.99, frames=2_000_000, num_envs=8, frames_per_batch=1024,
         epochs=4, mini_batch_size=256, lr=2.5e-4, clip_epsilon=0.1, entropy_coef=0.01,
-        hidden=256,
+        hidden=256, recompute_advantage=False,
     ),
     # the PPO paper's MuJoCo settings (one env, 2048 steps, 10 epochs of 64-frame batches)
     "mujoco": dict(
@@ -94,6 +94,9 @@ class Config:
     """Discount; Pendulum's short credit horizon learns much faster with 0.9."""
     lmbda: float = 0.95
     """GAE lambda."""
+    recompute_advantage: bool = True
+    """Recompute GAE with the latest critic at every epoch (as TorchRL); False computes it
+    once per batch, as the PPO paper and SB3 do (Atari: a quarter of the critic passes)."""
     clip_epsilon: float = 0.2
     """PPO ratio clip."""
     entropy_coef: float = 0.0
@@ -236,5 +239,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         log_interval=cfg.frames_per_batch,
     )
     gae = GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic)
-    ShuffledMiniBatches(cfg.mini_batch_size, advantage_module=gae).register(trainer)
+    ShuffledMiniBatches(
+        cfg.mini_batch_size, advantage_module=gae, recompute_each_epoch=cfg.recompute_advantage
+    ).register(trainer)
     return trainer, actor
