@@ -180,6 +180,34 @@ def test_dreamer_trains_a_few_batches_from_pixels_and_evaluates(tmp_path, capsys
     assert "over 1 episodes" in capsys.readouterr().out
 
 
+@pytest.mark.dm_control
+def test_dreamer_clips_model_actor_and_value_gradients_each_on_its_own():
+    pytest.importorskip("dm_control")
+    recipe = get_recipe("dreamer")
+    tiny = dict(init_random_frames=16, frames_per_batch=16, optim_steps_per_batch=0,
+                batch_size=2, slice_len=8, depth=2, belief_dim=8, hidden=8, horizon=3,
+                action_repeat=8, frames=16)  # fmt: skip
+    trainer, _ = recipe.make_trainer(config_for(recipe, **tiny), progress_bar=False)
+    trainer.train()  # fills the buffer
+    hook = trainer._modules["optimizer"]
+    groups = {g["name"]: g["params"] for g in hook.optimizer.param_groups}
+    assert sorted(groups) == ["actor", "model", "value"] and hook.clip_per_group
+    sample = trainer._modules["replay_buffer"].replay_buffer.sample(16)
+    torch.manual_seed(0)
+    out = trainer.loss_module(sample.clone())
+    sum(v for k, v in out.items() if k.startswith("loss")).backward()
+    by_hand = {
+        name: torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        for name, params in groups.items()
+    }  # each part's own gradient norm, before any clipping
+    hook.optimizer.zero_grad()
+    torch.manual_seed(0)
+    out = hook(trainer.loss_module(sample.clone()), True, 1e-3)  # clips every part
+    for name in groups:
+        assert out[f"grad_norm_0_{name}"].item() == pytest.approx(by_hand[name].item(), rel=1e-5)
+    assert by_hand["model"] > 10 * by_hand["actor"]  # one joint norm would shrink the actor's
+
+
 def test_ppo_acts_with_a_categorical_policy_on_discrete_actions():
     recipe = get_recipe("ppo")
     cfg = config_for(recipe, "CartPole-v1", frames=64, frames_per_batch=32, num_envs=2)

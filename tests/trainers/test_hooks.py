@@ -68,6 +68,22 @@ def test_optimizer_hook_errors():
         hook(TensorDict(entropy=torch.ones(())))
 
 
+@pytest.mark.parametrize("per_group", [False, True])
+def test_optimizer_hook_clips_each_group_on_its_own_or_all_together(per_group):
+    a, b = nn.Parameter(torch.zeros(1)), nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([{"params": [a], "name": "big"}, {"params": [b]}], lr=1.0)
+    hook = OptimizerHook(optimizer, clip_per_group=per_group)
+    out = hook(TensorDict(loss=10.0 * a.sum() + 0.5 * b.sum()), True, 1.0)  # grads 10, 0.5
+    if per_group:  # a's gradient clipped to norm 1, b's (norm 0.5) left alone
+        assert a.item() == pytest.approx(-1.0) and b.item() == pytest.approx(-0.5)
+        assert out["grad_norm_0_big"].item() == pytest.approx(10.0)
+        assert out["grad_norm_0_1"].item() == pytest.approx(0.5)
+    else:  # one norm, sqrt(10^2 + 0.5^2), scales both
+        total = (10.0**2 + 0.5**2) ** 0.5
+        assert a.item() == pytest.approx(-10.0 / total) and b.item() == pytest.approx(-0.5 / total)
+        assert out["grad_norm_0"].item() == pytest.approx(total)
+
+
 # -- ReplayBufferTrainer ---------------------------------------------------------------
 def test_replay_buffer_trainer_extend_and_sample():
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(100))

@@ -66,7 +66,7 @@ from torchrl_lite.recipes.common import (
     make_env,
     whole_batches,
 )
-from torchrl_lite.trainers import ReplayBufferTrainer, Trainer
+from torchrl_lite.trainers import OptimizerHook, ReplayBufferTrainer, Trainer
 
 ALGO = "dreamer"
 ACTIONS = "continuous"
@@ -145,6 +145,9 @@ class Config:
     normalized returns)."""
     max_grad_norm: float = 100.0
     """Gradient-norm clip."""
+    clip_per_part: bool = True
+    """Clip the world model's, the actor's and the value model's gradient norms each on its
+    own (Dreamer); False: one norm over all three."""
 
 
 def make_train_env(cfg: Config, seed_offset: int = 0, video: bool = False):
@@ -283,9 +286,9 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     )
     optimizer = torch.optim.Adam(
         [
-            {"params": list(model_loss.parameters()), "lr": cfg.model_lr},
-            {"params": list(actor.parameters()), "lr": cfg.actor_lr},
-            {"params": list(value.parameters()), "lr": cfg.value_lr},
+            {"params": list(model_loss.parameters()), "lr": cfg.model_lr, "name": "model"},
+            {"params": list(actor.parameters()), "lr": cfg.actor_lr, "name": "actor"},
+            {"params": list(value.parameters()), "lr": cfg.value_lr, "name": "value"},
         ]
     )
     trainer = Trainer(
@@ -293,7 +296,6 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         total_frames=cfg.frames,
         optim_steps_per_batch=cfg.optim_steps_per_batch,
         loss_module=loss,
-        optimizer=optimizer,
         logger=logger,
         clip_norm=cfg.max_grad_norm,
         progress_bar=progress_bar,
@@ -301,6 +303,10 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         save_trainer_interval=cfg.frames_per_batch * 4,
         log_interval=cfg.frames_per_batch,
     )
+    # Dreamer clips the model's, the actor's and the value's gradients each on its own: one
+    # norm over all three let the model's (250-1,600 in the first updates, against the
+    # actor's ~0.01 and the value's ~1-5) scale the other two down by a varying factor
+    OptimizerHook(optimizer, clip_per_group=cfg.clip_per_part).register(trainer)
     buffer = TensorDictReplayBuffer(
         storage=LazyTensorStorage(cfg.buffer_size),
         sampler=SliceSampler(slice_len=cfg.slice_len),

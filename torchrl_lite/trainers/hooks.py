@@ -104,6 +104,11 @@ class OptimizerHook(TrainerHookBase):
     Args:
         optimizer: a ``torch.optim.Optimizer``.
         loss_components: the entries summed (default: every key starting with ``"loss"``).
+        clip_per_group: clip each parameter group's gradient norm on its own (Dreamer
+            clips its world model, actor and value model separately, so the model's large
+            reconstruction gradients do not shrink the others'); the norms are written as
+            ``grad_norm_<index>_<name>``, ``name`` the group's ``"name"`` entry or its
+            position. False: one norm over all parameters.
 
     Example:
         >>> from tensordict import TensorDict
@@ -114,13 +119,16 @@ class OptimizerHook(TrainerHookBase):
         tensor([0., 0.])
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, loss_components=None):
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, loss_components=None, clip_per_group=False
+    ):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(
                 f"OptimizerHook needs a torch.optim.Optimizer, got {type(optimizer).__name__}."
             )
         self.optimizer = optimizer
         self.loss_components = None if loss_components is None else list(loss_components)
+        self.clip_per_group = bool(clip_per_group)
 
     def __call__(self, losses_td, clip_grad_norm=True, clip_norm=None, index: int = 0):
         """Step on ``losses_td``; with clipping, writes ``grad_norm_<index>`` (detached)."""
@@ -136,11 +144,17 @@ class OptimizerHook(TrainerHookBase):
         loss = terms[0] if len(terms) == 1 else torch.stack(terms).sum()
         loss.backward()
         if clip_norm is not None:
-            params = [p for group in self.optimizer.param_groups for p in group["params"]]
-            if clip_grad_norm:
+            groups = self.optimizer.param_groups
+            if self.clip_per_group and clip_grad_norm:
+                for i, group in enumerate(groups):
+                    norm = torch.nn.utils.clip_grad_norm_(group["params"], clip_norm)
+                    losses_td.set(f"grad_norm_{index}_{group.get('name', i)}", norm.detach())
+            elif clip_grad_norm:
+                params = [p for group in groups for p in group["params"]]
                 norm = torch.nn.utils.clip_grad_norm_(params, clip_norm)
                 losses_td.set(f"grad_norm_{index}", norm.detach())
             else:
+                params = [p for group in groups for p in group["params"]]
                 torch.nn.utils.clip_grad_value_(params, clip_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
