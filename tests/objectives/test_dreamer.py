@@ -245,6 +245,42 @@ def test_detached_actor_inputs_same_loss_gradient_only_through_the_dynamics():
     assert any(not torch.allclose(f, w) for f, w in zip(full_grad, want))
 
 
+def test_slow_value_model_bootstraps_the_returns_until_a_hard_update_copies_it():
+    import copy
+
+    from torchrl_lite.objectives import HardUpdate
+
+    loss, (enc, dec, prior, post, rew), actor, value = _losses()
+    batch = _batch()
+    loss.model_loss(batch)
+    env = DreamerEnv(prior, rew, Bounded(-1.0, 1.0, (A,)))
+    slow = DreamerActorLoss(actor, value, env, imagination_horizon=5, delay_value=True)
+    before = copy.deepcopy(value)  # what the slow copy holds
+    with torch.no_grad():
+        value.net[-1].bias.add_(5.0)  # the value model moves on
+
+    def by_hand(v):
+        torch.manual_seed(9)
+        returns = _imagine_by_hand(batch, actor, prior, rew, v)[0]
+        return -(returns * (0.99 ** torch.arange(5.0)).reshape(1, 5, 1)).mean(), returns
+
+    torch.manual_seed(9)
+    out, imagined = slow(batch)
+    expected, returns = by_hand(before)
+    torch.testing.assert_close(out["loss_actor"], expected)
+    torch.testing.assert_close(imagined["lambda_return"], returns.detach())
+    assert not torch.allclose(by_hand(value)[0], expected)
+    params = list(actor.parameters())  # the actor's gradient goes through the slow copy
+    for g, w in zip(
+        torch.autograd.grad(out["loss_actor"], params), torch.autograd.grad(expected, params)
+    ):
+        torch.testing.assert_close(g, w)
+    assert not any(p.requires_grad for p in slow.target_value_model.buffers())
+    HardUpdate(slow, value_network_update_interval=1).step()  # copies value into the slow one
+    torch.manual_seed(9)
+    torch.testing.assert_close(slow(batch)[0]["loss_actor"], by_hand(value)[0])
+
+
 def test_entropy_bonus_bad_inputs_are_clear_errors():
     loss, (enc, dec, prior, post, rew), actor, value = _losses()
     env = DreamerEnv(prior, rew, Bounded(-1.0, 1.0, (A,)))

@@ -208,6 +208,25 @@ def test_dreamer_clips_model_actor_and_value_gradients_each_on_its_own():
     assert by_hand["model"] > 10 * by_hand["actor"]  # one joint norm would shrink the actor's
 
 
+@pytest.mark.dm_control
+@pytest.mark.parametrize("interval", [3, 2])
+def test_dreamer_slow_value_model_is_copied_every_interval_updates(interval):
+    pytest.importorskip("dm_control")
+    recipe = get_recipe("dreamer")
+    tiny = dict(init_random_frames=16, frames_per_batch=16, optim_steps_per_batch=3,
+                batch_size=2, slice_len=8, depth=2, belief_dim=8, hidden=8, horizon=3,
+                action_repeat=8, frames=32, slow_value_interval=interval)  # fmt: skip
+    trainer, _ = recipe.make_trainer(config_for(recipe, **tiny), progress_bar=False)
+    actor_loss = trainer.loss_module.actor_loss
+    start = [p.detach().clone() for p in actor_loss.value_model.parameters()]
+    trainer.train()  # one batch of 3 updates: copies after update 3 (interval 3) or 2
+    online = list(actor_loss.value_model.parameters())
+    slow = list(actor_loss.target_value_model.buffers())
+    assert all(not torch.equal(p, s) for p, s in zip(online, start))  # the value model moved
+    same = all(torch.equal(p, b) for p, b in zip(online, slow))
+    assert same == (interval == 3)
+
+
 def test_ppo_acts_with_a_categorical_policy_on_discrete_actions():
     recipe = get_recipe("ppo")
     cfg = config_for(recipe, "CartPole-v1", frames=64, frames_per_batch=32, num_envs=2)

@@ -23,6 +23,8 @@ From the posterior states (detached), the actor rolls out ``H`` steps in a
   ``entropy_coef`` (0: Dreamer; DreamerV2/V3 add the bonus);
 - ``loss_value = mean(w_t 1/2 (v(sg(s_t)) - sg(V^lambda_t))^2)``.
 
+With ``delay_value`` (DreamerV2) the returns bootstrap with a slow copy of ``v``.
+
 Each term trains only its own networks, so one optimizer (a parameter group per part)
 can step on their sum: :class:`DreamerLoss` runs the three.
 """
@@ -233,6 +235,11 @@ class DreamerActorLoss(LossModule):
             code: an action's gradient reaches it through the dynamics, rewards and values
             only, not through the later actions' dependence on the state. False: the
             full pathwise gradient.
+        delay_value: bootstrap the lambda-returns (the actor's objective and the value
+            model's regression target) with a slow copy of the value model at
+            ``target_value_model`` (DreamerV2's target critic), refreshed by a
+            :class:`~torchrl_lite.objectives.HardUpdate` on this loss (DreamerV2: every 100
+            updates). Gradients still flow through it to the imagined states.
 
     Example:
         >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
@@ -254,6 +261,7 @@ class DreamerActorLoss(LossModule):
         self, actor, value_model: nn.Module, model_env: DreamerEnv, *,
         imagination_horizon: int = 15, gamma: float = 0.99, lmbda: float = 0.95,
         entropy_coef: float = 0.0, detach_actor_inputs: bool = False,
+        delay_value: bool = False,
     ):  # fmt: skip
         super().__init__()
         if not isinstance(model_env, DreamerEnv):
@@ -264,6 +272,9 @@ class DreamerActorLoss(LossModule):
         self.detach_actor_inputs = bool(detach_actor_inputs)
         self.register_network("actor", actor)
         self.value_model = value_model  # trained by DreamerValueLoss
+        self.delay_value = bool(delay_value)
+        if self.delay_value:  # target_value_model: a frozen copy, refreshed by HardUpdate
+            self.register_network("value_model", value_model, create_target=True)
         self.model_env = model_env  # its modules are trained by DreamerModelLoss
         self.horizon, self.gamma, self.lmbda = int(imagination_horizon), gamma, lmbda
 
@@ -293,7 +304,8 @@ class DreamerActorLoss(LossModule):
                 imagined = self.model_env.rollout(
                     self.horizon, self._act, auto_reset=False, tensordict=start
                 )  # [N, H]
-            next_value = self.value_model(_features(imagined.get(K.NEXT)))  # [N, H, 1]
+            bootstrap = self.target_value_model if self.delay_value else self.value_model
+            next_value = bootstrap(_features(imagined.get(K.NEXT)))  # [N, H, 1]
         reward = imagined.get((K.NEXT, K.REWARD))  # [N, H, 1]
         returns = lambda_returns(reward, next_value, self.gamma, self.lmbda)  # [N, H, 1]
         steps = torch.arange(self.horizon, device=reward.device, dtype=reward.dtype)

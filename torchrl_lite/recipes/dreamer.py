@@ -57,6 +57,7 @@ from torchrl_lite.objectives import (
     DreamerLoss,
     DreamerModelLoss,
     DreamerValueLoss,
+    HardUpdate,
 )
 from torchrl_lite.recipes.common import (
     DM_CONTROL_PREFIX,
@@ -143,6 +144,10 @@ class Config:
     actor_entropy: float = 0.0
     """Weight of the actor's entropy bonus in imagination (Dreamer: 0; DreamerV3: 3e-4 on
     normalized returns)."""
+    slow_value_interval: int = 0
+    """Above 0: the lambda-returns bootstrap with a copy of the value model refreshed every
+    this many updates (DreamerV2's target critic: 100); 0: with the value model itself
+    (Dreamer)."""
     max_grad_norm: float = 100.0
     """Gradient-norm clip."""
     clip_per_part: bool = True
@@ -269,7 +274,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     actor_loss = DreamerActorLoss(
         actor, value, model_env, imagination_horizon=cfg.horizon, gamma=cfg.gamma,
         lmbda=cfg.lmbda, entropy_coef=cfg.actor_entropy,
-        detach_actor_inputs=cfg.detach_actor_inputs,
+        detach_actor_inputs=cfg.detach_actor_inputs, delay_value=cfg.slow_value_interval > 0,
     )  # fmt: skip
     loss = DreamerLoss(model_loss, actor_loss, DreamerValueLoss(value), slice_len=cfg.slice_len)
     spec = env.action_spec
@@ -307,6 +312,9 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     # norm over all three let the model's (250-1,600 in the first updates, against the
     # actor's ~0.01 and the value's ~1-5) scale the other two down by a varying factor
     OptimizerHook(optimizer, clip_per_group=cfg.clip_per_part).register(trainer)
+    if cfg.slow_value_interval > 0:
+        slow = HardUpdate(actor_loss, value_network_update_interval=cfg.slow_value_interval)
+        trainer.register_op("post_optim", slow.step)
     buffer = TensorDictReplayBuffer(
         storage=LazyTensorStorage(cfg.buffer_size),
         sampler=SliceSampler(slice_len=cfg.slice_len),
