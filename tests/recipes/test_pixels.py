@@ -82,10 +82,11 @@ def test_pixels_override_brings_the_pixel_defaults_and_explicit_values_win():
     assert apply_overrides(config_for(recipe), {"batch_size": "64"}).buffer_size == 100_000
 
 
-def _train_tiny(algo, env_id):
+def _train_tiny(algo, env_id, **extra):
     recipe = get_recipe(algo)
     cfg = apply_overrides(
-        config_for(recipe, env_id, frames=64), {"pixels": "true", **TINY, **TINY_ALGO[algo]}
+        config_for(recipe, env_id, frames=64),
+        {"pixels": "true", **TINY, **TINY_ALGO[algo], **extra},
     )
     if algo == "dqn":
         cfg = apply_overrides(cfg, {"buffer_size": "256"})
@@ -119,6 +120,58 @@ def test_ppo_pixel_actor_and_critic_have_their_own_encoders():
     params = list(loss.parameters())
     assert len(params) == len({id(p) for p in params})  # each parameter once in the optimizer
     env.close()
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "ALE/Pong-v5"])
+def test_ppo_shared_encoder_is_one_trunk_trained_by_both_losses(env_id):
+    recipe = get_recipe("ppo")
+    cfg = apply_overrides(
+        config_for(recipe, env_id, num_envs=2, hidden=32),
+        {"pixels": "true", "shared_encoder": "true"},
+    )
+    env = recipe.make_train_env(cfg)
+    actor, critic = recipe.make_actor_critic(cfg, env)
+    trunk = {id(p) for p in actor.module[0].module[0].parameters()}
+    assert trunk == {id(p) for p in critic.module[0].parameters()}  # the same tensors
+    loss = recipe.make_loss(cfg, actor, critic)
+    params = list(loss.parameters())
+    assert len(params) == len({id(p) for p in params})  # each parameter once in the optimizer
+    policy_head, value_head = actor.module[0].module[1], critic.module[1]
+    n = policy_head.weight.shape[0]  # orthogonal rows, gain 0.01 (SB3 / CleanRL)
+    w = policy_head.weight
+    torch.testing.assert_close(w @ w.T, 1e-4 * torch.eye(n), atol=1e-7, rtol=0)
+    batch = env.rollout(6, actor, break_when_any_done=False)
+    batch = recipe.GAE(gamma=0.99, lmbda=0.95, value_network=critic)(batch).reshape(-1)
+    out = loss(batch)
+    trunk_params = list(actor.module[0].module[0].parameters())
+    for term, head, other in (
+        ("loss_objective", policy_head, value_head),
+        ("loss_critic", value_head, policy_head),
+    ):
+        wanted = [*trunk_params, head.weight, other.weight]
+        grads = torch.autograd.grad(out[term], wanted, retain_graph=True, allow_unused=True)
+        assert all(g is not None and g.abs().sum() > 0 for g in grads[:-1]), term
+        assert grads[-1] is None or grads[-1].abs().sum() == 0, term  # not the other head
+    env.close()
+
+
+def test_ppo_shared_encoder_bad_inputs_are_clear_errors():
+    recipe = get_recipe("ppo")
+    env = make_env("Pendulum-v1", seed=0)
+    with pytest.raises(ValueError, match="needs pixels=true"):
+        recipe.make_actor_critic(config_for(recipe, shared_encoder=True), env)
+    env.close()
+    cfg = apply_overrides(
+        config_for(recipe), {"pixels": "true", "shared_encoder": "true", "use_sde": "true"}
+    )
+    env = make_env("Pendulum-v1", seed=0, pixels=True)
+    with pytest.raises(ValueError, match="does not support use_sde"):
+        recipe.make_actor_critic(cfg, env)
+    env.close()
+
+
+def test_ppo_trains_a_few_batches_with_a_shared_pixel_encoder():
+    _train_tiny("ppo", "Pendulum-v1", shared_encoder="true")
 
 
 @pytest.mark.dm_control

@@ -32,6 +32,8 @@ from torchrl_lite.modules import (
 from torchrl_lite.objectives import ClipPPOLoss
 from torchrl_lite.objectives.value import GAE
 from torchrl_lite.recipes.common import (
+    PIXELS_STACK,
+    PixelEncoder,
     action_kind,
     check_action_kind,
     make_env,
@@ -109,6 +111,12 @@ class Config:
     """Units per hidden layer (two layers, tanh)."""
     pixels: bool = False
     """Learn from rendered images instead of the state (4 stacked 64x64 grayscale frames)."""
+    shared_encoder: bool = False
+    """Pixels (incl. Atari): one trunk, the Nature-DQN convolutions and a ``hidden``-unit
+    ReLU layer, under a policy head and a value head, trained by the sum of the losses
+    (the PPO paper's Atari network; orthogonal init with gains sqrt(2), 0.01 for the
+    policy head and 1 for the value head, as SB3 and CleanRL). False: actor and critic
+    each with their own encoder and two-layer tanh MLP."""
     use_sde: bool = False
     """Continuous actions: gSDE (state-dependent noise on the last hidden layer, held for
     ``sde_sample_freq`` steps) with an unsquashed Gaussian clipped to the action bounds."""
@@ -149,6 +157,8 @@ def make_actor_critic(cfg: Config, env):
     network's logits.
     """
     spec = env.action_spec
+    if cfg.shared_encoder:
+        return _shared_trunk_actor_critic(cfg, env)
     if action_kind(spec) == "discrete":
         n = spec.shape[-1]
         body, key = observation_network(env, n, cfg.hidden, 2, pixels=cfg.pixels)
@@ -173,6 +183,47 @@ def make_actor_critic(cfg: Config, env):
         return_log_prob=True,
     )
     return actor, _critic(cfg, env)  # built after the actor: the seeded init is the same
+
+
+def _shared_trunk_actor_critic(cfg: Config, env):
+    """Actor and critic on one pixel trunk (``shared_encoder``); see the Config field."""
+    if PIXELS_STACK not in env.observation_spec.keys():
+        raise ValueError(
+            "shared_encoder=true shares a pixel encoder: it needs pixels=true (or an "
+            f"ALE/... env); {cfg.env} observes the state."
+        )
+    if cfg.use_sde:
+        raise ValueError("shared_encoder=true does not support use_sde=true (gSDE's head).")
+    shape = env.observation_spec[PIXELS_STACK].shape[-3:]  # [C, H, W]
+    encoder = PixelEncoder(shape[0])
+    trunk = nn.Sequential(encoder, nn.Linear(encoder.out_features(shape), cfg.hidden), nn.ReLU())
+    spec = env.action_spec
+    discrete = action_kind(spec) == "discrete"
+    policy_head = nn.Linear(cfg.hidden, spec.shape[-1])
+    value_head = nn.Linear(cfg.hidden, 1)
+    for module, gain in ((trunk, 2**0.5), (policy_head, 0.01), (value_head, 1.0)):
+        for m in module.modules():
+            if isinstance(m, (nn.Linear, nn.Conv2d)):
+                nn.init.orthogonal_(m.weight, gain)
+                nn.init.zeros_(m.bias)
+    critic = ValueOperator(nn.Sequential(trunk, value_head), in_keys=[PIXELS_STACK])
+    if discrete:
+        net, out, kwargs = nn.Sequential(trunk, policy_head), ["logits"], {}
+        dist = OneHotCategorical
+    else:
+        act_dim = spec.shape[-1]
+        low, high = spec.low.reshape(-1, act_dim)[0], spec.high.reshape(-1, act_dim)[0]
+        scale = StateIndependentScale(act_dim, cfg.init_log_std)
+        net, out = nn.Sequential(trunk, policy_head, scale), ["loc", "scale"]
+        dist, kwargs = TanhNormal, {"distribution_kwargs": {"low": low, "high": high}}
+    actor = ProbabilisticActor(
+        TensorDictModule(net, in_keys=[PIXELS_STACK], out_keys=out),
+        in_keys=out,
+        distribution_class=dist,
+        return_log_prob=True,
+        **kwargs,
+    )
+    return actor, critic
 
 
 def _without_head(body: nn.Sequential) -> tuple[nn.Module, int]:
