@@ -23,7 +23,7 @@ Measured on dm_control cartpole-swingup (``benchmarks/results/pixels.md``): this
 been seen to learn. The defaults collapse to a constant push (return ~75, random ~120)
 within 5k agent steps. ``actor_entropy=1.0`` keeps two seeds near random to 100k env
 frames (126.8, 137.9). ``slow_value_interval=100`` turns the collapse into swings between
-80 and 156 (seed 0, to 16k agent steps).
+80 and 156 (seed 0, to 20k agent steps).
 """
 
 from __future__ import annotations
