@@ -183,6 +183,20 @@ def _imagine_by_hand(batch, actor, prior, rew, value, detach_actor_inputs=False,
     return returns, torch.stack(log_probs, 1)
 
 
+DISCOUNTS = (0.99 ** torch.arange(5.0)).reshape(1, 5, 1)  # gamma^t over 5 imagined steps
+
+
+def _actor_loss_by_hand(returns):
+    """``-mean(gamma^t V^lambda_t)`` of by-hand returns ``[N, 5, 1]``."""
+    return -(returns * DISCOUNTS).mean()
+
+
+def _variant(loss, **options):
+    """Another actor loss on ``loss``'s actor, value model and imagination env."""
+    a = loss.actor_loss
+    return DreamerActorLoss(a.actor, a.value_model, a.model_env, imagination_horizon=5, **options)
+
+
 def test_actor_loss_is_the_discounted_mean_of_lambda_returns_of_the_imagined_rollout():
     loss, (enc, dec, prior, post, rew), actor, value = _losses()
     batch = _batch()
@@ -191,13 +205,11 @@ def test_actor_loss_is_the_discounted_mean_of_lambda_returns_of_the_imagined_rol
     out, imagined = loss.actor_loss(batch)
     torch.manual_seed(9)
     returns = _imagine_by_hand(batch, actor, prior, rew, value)[0]
-    expected = -(returns * (0.99 ** torch.arange(5.0)).reshape(1, 5, 1)).mean()
-    torch.testing.assert_close(out["loss_actor"], expected)
+    torch.testing.assert_close(out["loss_actor"], _actor_loss_by_hand(returns))
     torch.testing.assert_close(imagined["lambda_return"], returns.detach())
     value_loss = loss.value_loss(imagined)["loss_value"]
     v = value(torch.cat([imagined["state"], imagined["belief"]], -1))
-    w = (0.99 ** torch.arange(5.0)).reshape(1, 5, 1)
-    torch.testing.assert_close(value_loss, (w * 0.5 * (v - returns.detach()) ** 2).mean())
+    torch.testing.assert_close(value_loss, (DISCOUNTS * 0.5 * (v - returns.detach()) ** 2).mean())
 
 
 def test_entropy_bonus_adds_the_discounted_mean_log_probability_of_the_imagined_actions():
@@ -206,18 +218,15 @@ def test_entropy_bonus_adds_the_discounted_mean_log_probability_of_the_imagined_
     batch = _batch()
     loss.model_loss(batch)
     eta = 0.3
-    bonus = DreamerActorLoss(
-        actor, value, DreamerEnv(prior, rew, Bounded(-1.0, 1.0, (A,))), imagination_horizon=5,
-        entropy_coef=eta,
-    )  # fmt: skip
+    bonus = _variant(loss, entropy_coef=eta)
     torch.manual_seed(9)
     plain = loss.actor_loss(batch)[0]
     torch.manual_seed(9)
     out = bonus(batch)[0]
     torch.manual_seed(9)
     log_prob = _imagine_by_hand(batch, actor, prior, rew, value)[1]  # [N, 5]
-    w = 0.99 ** torch.arange(5.0)
-    torch.testing.assert_close(out["loss_actor"], plain["loss_actor"] + eta * (w * log_prob).mean())
+    bonus_by_hand = eta * (DISCOUNTS[..., 0] * log_prob).mean()
+    torch.testing.assert_close(out["loss_actor"], plain["loss_actor"] + bonus_by_hand)
     torch.testing.assert_close(out["entropy"], -log_prob.mean().detach())
     grad = torch.autograd.grad(out["loss_actor"], list(actor.parameters()), allow_unused=True)
     assert any(g is not None and g.abs().sum() > 0 for g in grad)
@@ -227,8 +236,7 @@ def test_detached_actor_inputs_same_loss_gradient_only_through_the_dynamics():
     loss, (enc, dec, prior, post, rew), actor, value = _losses()
     batch = _batch()
     loss.model_loss(batch)
-    env = DreamerEnv(prior, rew, Bounded(-1.0, 1.0, (A,)))
-    detached = DreamerActorLoss(actor, value, env, imagination_horizon=5, detach_actor_inputs=True)
+    detached = _variant(loss, detach_actor_inputs=True)
     params = list(actor.parameters())
     torch.manual_seed(9)
     full = loss.actor_loss(batch)[0]["loss_actor"]
@@ -237,7 +245,7 @@ def test_detached_actor_inputs_same_loss_gradient_only_through_the_dynamics():
     torch.testing.assert_close(got, full)
     torch.manual_seed(9)  # by hand: the actor sees sg(state), the dynamics the real one
     returns = _imagine_by_hand(batch, actor, prior, rew, value, detach_actor_inputs=True)[0]
-    expected = -(returns * (0.99 ** torch.arange(5.0)).reshape(1, 5, 1)).mean()
+    expected = _actor_loss_by_hand(returns)
     want = torch.autograd.grad(expected, params)
     for w, h in zip(want, torch.autograd.grad(got, params)):
         torch.testing.assert_close(h, w)
@@ -253,8 +261,7 @@ def test_slow_value_model_bootstraps_the_returns_until_a_hard_update_copies_it()
     loss, (enc, dec, prior, post, rew), actor, value = _losses()
     batch = _batch()
     loss.model_loss(batch)
-    env = DreamerEnv(prior, rew, Bounded(-1.0, 1.0, (A,)))
-    slow = DreamerActorLoss(actor, value, env, imagination_horizon=5, delay_value=True)
+    slow = _variant(loss, delay_value=True)
     before = copy.deepcopy(value)  # what the slow copy holds
     with torch.no_grad():
         value.net[-1].bias.add_(5.0)  # the value model moves on
@@ -262,7 +269,7 @@ def test_slow_value_model_bootstraps_the_returns_until_a_hard_update_copies_it()
     def by_hand(v):
         torch.manual_seed(9)
         returns = _imagine_by_hand(batch, actor, prior, rew, v)[0]
-        return -(returns * (0.99 ** torch.arange(5.0)).reshape(1, 5, 1)).mean(), returns
+        return _actor_loss_by_hand(returns), returns
 
     torch.manual_seed(9)
     out, imagined = slow(batch)
@@ -283,7 +290,7 @@ def test_slow_value_model_bootstraps_the_returns_until_a_hard_update_copies_it()
 
 def test_entropy_bonus_bad_inputs_are_clear_errors():
     loss, (enc, dec, prior, post, rew), actor, value = _losses()
-    env = DreamerEnv(prior, rew, Bounded(-1.0, 1.0, (A,)))
+    env = loss.actor_loss.model_env
     with pytest.raises(ValueError, match="entropy_coef must be >= 0.*got -0.1"):
         DreamerActorLoss(actor, value, env, entropy_coef=-0.1)
     from tensordict.nn import NormalParamExtractor, TensorDictModule

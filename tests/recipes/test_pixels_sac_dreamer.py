@@ -180,14 +180,17 @@ def test_dreamer_trains_a_few_batches_from_pixels_and_evaluates(tmp_path, capsys
     assert "over 1 episodes" in capsys.readouterr().out
 
 
+# a Dreamer small enough for a test: one random batch of 16 agent steps, then one more
+DREAMER_TINY = dict(init_random_frames=16, frames_per_batch=16, batch_size=2, slice_len=8,
+                    depth=2, belief_dim=8, hidden=8, horizon=3, action_repeat=8)  # fmt: skip
+
+
 @pytest.mark.dm_control
 def test_dreamer_clips_model_actor_and_value_gradients_each_on_its_own():
     pytest.importorskip("dm_control")
     recipe = get_recipe("dreamer")
-    tiny = dict(init_random_frames=16, frames_per_batch=16, optim_steps_per_batch=0,
-                batch_size=2, slice_len=8, depth=2, belief_dim=8, hidden=8, horizon=3,
-                action_repeat=8, frames=16)  # fmt: skip
-    trainer, _ = recipe.make_trainer(config_for(recipe, **tiny), progress_bar=False)
+    cfg = config_for(recipe, **DREAMER_TINY, optim_steps_per_batch=0, frames=16)
+    trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
     trainer.train()  # fills the buffer
     hook = trainer._modules["optimizer"]
     groups = {g["name"]: g["params"] for g in hook.optimizer.param_groups}
@@ -213,10 +216,10 @@ def test_dreamer_clips_model_actor_and_value_gradients_each_on_its_own():
 def test_dreamer_slow_value_model_is_copied_every_interval_updates(interval):
     pytest.importorskip("dm_control")
     recipe = get_recipe("dreamer")
-    tiny = dict(init_random_frames=16, frames_per_batch=16, optim_steps_per_batch=3,
-                batch_size=2, slice_len=8, depth=2, belief_dim=8, hidden=8, horizon=3,
-                action_repeat=8, frames=32, slow_value_interval=interval)  # fmt: skip
-    trainer, _ = recipe.make_trainer(config_for(recipe, **tiny), progress_bar=False)
+    cfg = config_for(
+        recipe, **DREAMER_TINY, optim_steps_per_batch=3, frames=32, slow_value_interval=interval
+    )
+    trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
     actor_loss = trainer.loss_module.actor_loss
     start = [p.detach().clone() for p in actor_loss.value_model.parameters()]
     trainer.train()  # one batch of 3 updates: copies after update 3 (interval 3) or 2

@@ -163,30 +163,39 @@ def make_actor_critic(cfg: Config, env):
     spec = env.action_spec
     if cfg.shared_encoder:
         return _shared_trunk_actor_critic(cfg, env)
+    body, key = observation_network(env, spec.shape[-1], cfg.hidden, 2, pixels=cfg.pixels)
+    if cfg.use_sde and action_kind(spec) != "discrete":
+        low, high = _bounds(spec)
+        return _gsde_actor(cfg, body, key, spec.shape[-1], low, high), _critic(cfg, env)
+    # the critic is built after the actor: the seeded init is the same
+    return _policy(cfg, spec, body, key), _critic(cfg, env)
+
+
+def _bounds(spec) -> tuple[torch.Tensor, torch.Tensor]:
+    """The action bounds ``[A]`` each, without the env's batch dims."""
+    act_dim = spec.shape[-1]
+    return spec.low.reshape(-1, act_dim)[0], spec.high.reshape(-1, act_dim)[0]
+
+
+def _policy(cfg: Config, spec, net: nn.Module, key: str):
+    """The actor on ``net``'s output: a one-hot categorical over logits (discrete actions)
+    or a TanhNormal around a loc with a state-independent scale (continuous ones)."""
     if action_kind(spec) == "discrete":
-        n = spec.shape[-1]
-        body, key = observation_network(env, n, cfg.hidden, 2, pixels=cfg.pixels)
-        actor = ProbabilisticActor(
-            TensorDictModule(body, in_keys=[key], out_keys=["logits"]),
+        return ProbabilisticActor(
+            TensorDictModule(net, in_keys=[key], out_keys=["logits"]),
             in_keys=["logits"],
             distribution_class=OneHotCategorical,
             return_log_prob=True,
         )
-        return actor, _critic(cfg, env)
-    act_dim = spec.shape[-1]
-    low, high = spec.low.reshape(-1, act_dim)[0], spec.high.reshape(-1, act_dim)[0]
-    body, key = observation_network(env, act_dim, cfg.hidden, 2, pixels=cfg.pixels)
-    if cfg.use_sde:
-        return _gsde_actor(cfg, body, key, act_dim, low, high), _critic(cfg, env)
-    net = nn.Sequential(body, StateIndependentScale(act_dim, cfg.init_log_std))
-    actor = ProbabilisticActor(
+    low, high = _bounds(spec)
+    net = nn.Sequential(net, StateIndependentScale(spec.shape[-1], cfg.init_log_std))
+    return ProbabilisticActor(
         TensorDictModule(net, in_keys=[key], out_keys=["loc", "scale"]),
         in_keys=["loc", "scale"],
         distribution_class=TanhNormal,
         distribution_kwargs={"low": low, "high": high},
         return_log_prob=True,
     )
-    return actor, _critic(cfg, env)  # built after the actor: the seeded init is the same
 
 
 def _shared_trunk_actor_critic(cfg: Config, env):
@@ -201,33 +210,15 @@ def _shared_trunk_actor_critic(cfg: Config, env):
     shape = env.observation_spec[PIXELS_STACK].shape[-3:]  # [C, H, W]
     encoder = PixelEncoder(shape[0])
     trunk = nn.Sequential(encoder, nn.Linear(encoder.out_features(shape), cfg.hidden), nn.ReLU())
-    spec = env.action_spec
-    discrete = action_kind(spec) == "discrete"
-    policy_head = nn.Linear(cfg.hidden, spec.shape[-1])
+    policy_head = nn.Linear(cfg.hidden, env.action_spec.shape[-1])
     value_head = nn.Linear(cfg.hidden, 1)
     for module, gain in ((trunk, 2**0.5), (policy_head, 0.01), (value_head, 1.0)):
         for m in module.modules():
             if isinstance(m, (nn.Linear, nn.Conv2d)):
                 nn.init.orthogonal_(m.weight, gain)
                 nn.init.zeros_(m.bias)
-    critic = ValueOperator(nn.Sequential(trunk, value_head), in_keys=[PIXELS_STACK])
-    if discrete:
-        net, out, kwargs = nn.Sequential(trunk, policy_head), ["logits"], {}
-        dist = OneHotCategorical
-    else:
-        act_dim = spec.shape[-1]
-        low, high = spec.low.reshape(-1, act_dim)[0], spec.high.reshape(-1, act_dim)[0]
-        scale = StateIndependentScale(act_dim, cfg.init_log_std)
-        net, out = nn.Sequential(trunk, policy_head, scale), ["loc", "scale"]
-        dist, kwargs = TanhNormal, {"distribution_kwargs": {"low": low, "high": high}}
-    actor = ProbabilisticActor(
-        TensorDictModule(net, in_keys=[PIXELS_STACK], out_keys=out),
-        in_keys=out,
-        distribution_class=dist,
-        return_log_prob=True,
-        **kwargs,
-    )
-    return actor, critic
+    actor = _policy(cfg, env.action_spec, nn.Sequential(trunk, policy_head), PIXELS_STACK)
+    return actor, ValueOperator(nn.Sequential(trunk, value_head), in_keys=[PIXELS_STACK])
 
 
 def _without_head(body: nn.Sequential) -> tuple[nn.Module, int]:

@@ -149,13 +149,13 @@ class OptimizerHook(TrainerHookBase):
                 for i, group in enumerate(groups):
                     norm = torch.nn.utils.clip_grad_norm_(group["params"], clip_norm)
                     losses_td.set(f"grad_norm_{index}_{group.get('name', i)}", norm.detach())
-            elif clip_grad_norm:
-                params = [p for group in groups for p in group["params"]]
-                norm = torch.nn.utils.clip_grad_norm_(params, clip_norm)
-                losses_td.set(f"grad_norm_{index}", norm.detach())
             else:
                 params = [p for group in groups for p in group["params"]]
-                torch.nn.utils.clip_grad_value_(params, clip_norm)
+                if clip_grad_norm:
+                    norm = torch.nn.utils.clip_grad_norm_(params, clip_norm)
+                    losses_td.set(f"grad_norm_{index}", norm.detach())
+                else:
+                    torch.nn.utils.clip_grad_value_(params, clip_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return losses_td
