@@ -21,9 +21,9 @@ second step. ``frames`` counts agent steps: with ``action_repeat=8``, DrQ's 100k
 are ``frames=12_500``. Measured on the 2-core machine, one torch thread, otherwise quiet:
 0.024 s per agent step of the env (8 physics steps, 64x64 EGL render: 0.018 s, and
 preprocessing), 0.17-0.21 s per update, ~0.25 s per agent step in training (~50 min per
-100k env frames). Not yet seen to reach DrQ's level: on cartpole-swingup seed 0 was at
-282 (mean of the last 10 training episodes; target 700, DrQ 759) at 100k env frames,
-still rising; ``benchmarks/results/pixels.md``. The same settings on the 5-d state learn
+100k env frames). Not yet seen to reach DrQ's level: on cartpole-swingup seeds 0-2 were at
+282 / 466 / 312 (median 312; mean of the last 10 training episodes; target 700, DrQ 759)
+at 100k env frames, still rising; ``benchmarks/results/pixels.md``. The same settings on the 5-d state learn
 it at the published speed (624 at 32k env frames, 862 at 100k), so the slow part is
 learning the representation; ``loss_function=l2`` (DrQ's MSE), ``init=orthogonal``
 (DrQ's init, :func:`orthogonal_init_`), ``conv_strides=2,1,1`` (27x27 features, 2.3x
