@@ -1,7 +1,8 @@
 """What one Dreamer update costs with the two-core defaults and at the paper's sizes (issue 17).
 
 Builds the ``dreamer`` recipe on dm_control cartpole-swingup, fills its buffer with one
-random batch, then times sample + loss + backward + step. One torch thread. Run:
+random batch, then times sample + loss + the recipe's optimizer step (backward, per-part
+clip, step). One torch thread. Run:
 ``MUJOCO_GL=egl python benchmarks/probe_dreamer_update_cost.py``; results in
 ``benchmarks/results/pixels.md``.
 """
@@ -24,14 +25,12 @@ def update_seconds(repeats=4, **sizes):
     trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
     trainer.train()  # one random batch fills the buffer
     buffer = trainer._modules["replay_buffer"].replay_buffer
-    optimizer = trainer._modules["optimizer"].optimizer
+    step = trainer._modules["optimizer"]  # the recipe's OptimizerHook: backward, clip, step
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        out = trainer.loss_module(buffer.sample(cfg.batch_size * cfg.slice_len))
-        sum(v for k, v in out.items() if k.startswith("loss")).backward()
-        optimizer.step()
-        optimizer.zero_grad()
+        step(trainer.loss_module(buffer.sample(cfg.batch_size * cfg.slice_len)),
+             clip_norm=cfg.max_grad_norm)  # fmt: skip
         times.append(time.perf_counter() - start)
     return times
 
