@@ -547,3 +547,15 @@ def test_memmap_dump_survives_sigkill_and_loads_in_a_new_process(tmp_path):
     )
     assert check.returncode == 0, check.stderr
     assert "LOADED OK" in check.stdout
+
+
+def test_extending_with_no_items_writes_nothing_even_before_the_first_write():
+    from torchrl_lite.data import LazyTensorStorage, ReplayBuffer, TensorDictReplayBuffer
+
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10))
+    empty = TensorDict({"obs": torch.zeros(0, 3)}, batch_size=[0])
+    assert rb.extend(empty).shape == (0,) and len(rb) == 0  # a lazy storage stays unbuilt
+    rb.extend(TensorDict({"obs": torch.ones(4, 3)}, batch_size=[4]))
+    assert rb.extend(empty).numel() == 0 and len(rb) == 4
+    plain = ReplayBuffer(storage=LazyTensorStorage(10))
+    assert plain.extend(torch.zeros(0, 2)).numel() == 0 and len(plain) == 0

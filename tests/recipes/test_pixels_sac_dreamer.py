@@ -341,3 +341,32 @@ def test_dreamer_actor_mean_is_bounded_and_std_starts_at_init_std():
     assert float(raw.grad[0, 0]) > 0.05
     with pytest.raises(ValueError, match="mean_scale and init_std must be > 0"):
         DreamerActorParams(mean_scale=0.0)
+
+
+@pytest.mark.dm_control
+def test_sac_pixels_n_step_stores_complete_windows_and_rejects_a_bad_n():
+    pytest.importorskip("dm_control")
+    from torchrl_lite.data import MultiStep
+
+    recipe = get_recipe("sac")
+    cfg = apply_overrides(
+        config_for(recipe, "dm_control/cartpole-swingup", frames=20),
+        {"pixels": "true", "hidden": "16", "feature_dim": "8", "init_random_frames": "20",
+         "n_step": "3"},
+    )  # fmt: skip
+    trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
+    post = trainer.collector.postproc
+    assert isinstance(post, MultiStep) and post.n_steps == 2 and post.across_batches
+    trainer.train()  # random frames only: fills the buffer
+    hook = next(op.__self__ for op, _ in trainer._ops["process_optim_batch"])
+    stored = hook.replay_buffer.storage.get(torch.arange(len(hook.replay_buffer)))
+    assert len(hook.replay_buffer) == 18  # the last two steps wait for the next batch
+    assert (stored["steps_to_next_obs"] == 3).all()  # no episode ends in 20 agent steps
+    # the bootstrap stack is the one three agent steps later
+    assert torch.equal(stored["next", PIXELS_STACK][:-3], stored[PIXELS_STACK][3:])
+    torch.testing.assert_close(
+        stored["next", "reward"][0],
+        sum(0.99**i * stored["next", "original_reward"][i] for i in range(3)),
+    )
+    with pytest.raises(ValueError, match="n_step must be an int >= 1, got 0"):
+        recipe.make_trainer(dataclasses.replace(cfg, n_step=0), progress_bar=False)

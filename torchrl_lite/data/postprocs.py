@@ -11,10 +11,16 @@ transition, as TorchRL's post-processor of the same name does. For step ``t`` le
   discount of the bootstrap value ``V(("next", "observation"))``.
 
 ``n_steps=0`` is the identity (plus those entries). A batch knows nothing of the steps
-after it, so the last steps of a batch get shorter windows (TorchRL has the same bias).
-The losses here discount the bootstrap by their own ``gamma``; to use the exact n-step
-discount, build the loss's value estimator with ``gamma ** (n_steps + 1)`` or read
-``"gamma"`` in your own target.
+after it, so by default the last steps of a batch get shorter windows (TorchRL's
+post-processor has the same bias). With ``across_batches=True`` the last ``n_steps``
+steps of each batch are held back and emitted with the next batch, once their windows
+are complete: for one collector's consecutive batches (not ``split_trajs``) every window
+then has ``n_steps + 1`` rewards unless an episode ends inside it. The held steps make
+the first batch ``n_steps`` steps shorter (``reset()`` drops them, e.g. between runs).
+
+The off-policy losses' one-step estimator (:class:`~torchrl_lite.objectives.value.TD0Estimator`)
+reads ``"steps_to_next_obs"`` and discounts the bootstrap by ``gamma ** k``: with the
+loss's ``gamma`` equal to this one, the target is the exact n-step target.
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ class MultiStep(nn.Module):
     Args:
         gamma: the discount factor, in ``[0, 1]``.
         n_steps: extra look-ahead steps (``>= 0``; ``n_steps + 1`` rewards are summed).
+        across_batches: hold the last ``n_steps`` steps of each batch back for the next
+            one, so windows do not stop at batch ends (consecutive batches of one
+            collector; see the module docstring).
 
     Example:
         >>> from tensordict import TensorDict
@@ -48,7 +57,7 @@ class MultiStep(nn.Module):
         ([2.0, 3.0, 3.0, 4.0], [2, 2, 1, 1])
     """
 
-    def __init__(self, gamma: float, n_steps: int):
+    def __init__(self, gamma: float, n_steps: int, *, across_batches: bool = False):
         super().__init__()
         if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
             raise ValueError(f"MultiStep: n_steps must be an int >= 0, got {n_steps!r}")
@@ -56,8 +65,33 @@ class MultiStep(nn.Module):
         if not 0.0 <= gamma <= 1.0:
             raise ValueError(f"MultiStep: gamma must be in [0, 1], got {gamma}")
         self.gamma, self.n_steps = gamma, n_steps
+        self.across_batches = bool(across_batches)
+        self._held: TensorDictBase | None = None  # [*B, <= n_steps]: steps not yet emitted
+
+    def reset(self) -> None:
+        """Forget the steps held back from the last batch (``across_batches``)."""
+        self._held = None
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if not self.across_batches or self.n_steps == 0:
+            return self._windows(tensordict)
+        if tensordict.batch_dims == 0:
+            raise ValueError("MultiStep needs a batch with a time dim ([T] or [*B, T]), got []")
+        held = self._held
+        if held is not None:
+            if held.batch_size[:-1] != tensordict.batch_size[:-1]:
+                raise ValueError(
+                    f"MultiStep(across_batches=True): this batch is {list(tensordict.batch_size)}"
+                    f" but the held steps are {list(held.batch_size)}; the batches must come "
+                    "from one collector, with the same envs (call reset() between runs)."
+                )
+            tensordict = torch.cat([held, tensordict], tensordict.batch_dims - 1)
+        steps = tensordict.batch_size[-1]
+        ready = max(steps - self.n_steps, 0)  # the steps whose windows are complete
+        self._held = tensordict[..., ready:].clone()
+        return self._windows(tensordict)[..., :ready]
+
+    def _windows(self, tensordict: TensorDictBase) -> TensorDictBase:
         if tensordict.batch_dims == 0:
             raise ValueError("MultiStep needs a batch with a time dim ([T] or [*B, T]), got []")
         nxt = tensordict.get(K.NEXT, None)
@@ -102,4 +136,5 @@ class MultiStep(nn.Module):
         return out
 
     def extra_repr(self) -> str:
-        return f"gamma={self.gamma}, n_steps={self.n_steps}"
+        extra = ", across_batches=True" if self.across_batches else ""
+        return f"gamma={self.gamma}, n_steps={self.n_steps}{extra}"

@@ -30,6 +30,7 @@ from torchrl_lite.objectives.sac import SACLoss
 __all__ = ["DrQLoss"]
 
 _NEXT_KEYS = (K.REWARD, K.DONE, K.TERMINATED)
+_STEPS = "steps_to_next_obs"
 
 
 class DrQLoss(LossModule):
@@ -93,10 +94,11 @@ class DrQLoss(LossModule):
         nxt = td.get(K.NEXT)
         entries = {k: nxt.get(k) for k in _NEXT_KEYS if k in nxt.keys()}
         entries[self.feature_key] = z_next
-        return TensorDict(
-            {self.feature_key: z, K.ACTION: td.get(K.ACTION), K.NEXT: entries},
-            batch_size=td.batch_size,
-        )
+        root = {self.feature_key: z, K.ACTION: td.get(K.ACTION), K.NEXT: entries}
+        steps = td.get(_STEPS, None)  # n-step batches (MultiStep): the bootstrap's discount
+        if steps is not None:
+            root[_STEPS] = steps
+        return TensorDict(root, batch_size=td.batch_size)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         """The DrQ losses on a batch ``[*B]`` (see the module docstring)."""

@@ -389,6 +389,9 @@ class EpisodeReturns(TrainerHookBase):
     ``RewardSum`` transform writes it), keeps ``(frames, return)`` per episode, logs
     ``"episode_return"`` (the mean of the last ``window`` episodes) at each batch, and
     ends training once that mean reaches ``target`` (with at least ``window`` episodes).
+    In n-step batches (:class:`~torchrl_lite.data.MultiStep`) the last steps of an episode
+    all carry its end flag; only the one whose window is its own step
+    (``"steps_to_next_obs" == 1``) counts, so each episode is kept once.
 
     Args:
         window: episodes in the running mean.
@@ -410,6 +413,9 @@ class EpisodeReturns(TrainerHookBase):
 
     def __call__(self, batch):
         done = batch.get((K.NEXT, K.DONE)).reshape(batch.batch_size)  # [*B, T]
+        steps = batch.get("steps_to_next_obs", None)  # n-step windows: [*B, T, 1]
+        if steps is not None:
+            done = done & (steps.reshape(batch.batch_size) == 1)
         returns = batch.get((K.NEXT, "episode_reward")).reshape(batch.batch_size)
         frames = self._trainer.collected_frames if self._trainer is not None else 0
         for value in returns[done].tolist():  # one host sync per batch

@@ -41,7 +41,7 @@ from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequ
 from torch import nn
 
 from torchrl_lite.collectors import SyncDataCollector
-from torchrl_lite.data import LazyTensorStorage, TensorDictReplayBuffer
+from torchrl_lite.data import LazyTensorStorage, MultiStep, TensorDictReplayBuffer
 from torchrl_lite.envs import RandomShift
 from torchrl_lite.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.objectives import DrQLoss, SACLoss, SoftUpdate
@@ -125,6 +125,9 @@ class Config:
     """Stack luma frames (else RGB: 3 planes per frame; pixels only)."""
     loss_function: str = "smooth_l1"
     """The critic's regression distance: ``"l2"``, ``"smooth_l1"`` or ``"l1"``."""
+    n_step: int = 1
+    """Rewards summed per critic target: 1 is one-step TD (SAC, DrQ); ``n > 1`` adds
+    ``MultiStep(gamma, n - 1, across_batches=True)`` to the collector (DrQ-v2 uses 3)."""
     init: str = "default"
     """Weight init: ``"default"`` (PyTorch's) or ``"orthogonal"`` (DrQ's, see
     :func:`orthogonal_init_`)."""
@@ -315,12 +318,17 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     if cfg.init == "orthogonal":
         orthogonal_init_(loss)
         SoftUpdate(loss, tau=cfg.tau).init_()  # then the targets start equal to them
+    if isinstance(cfg.n_step, bool) or not isinstance(cfg.n_step, int) or cfg.n_step < 1:
+        raise ValueError(f"n_step must be an int >= 1, got {cfg.n_step!r}.")
     collector = SyncDataCollector(
         env,
         policy,
         frames_per_batch=cfg.frames_per_batch,
         total_frames=whole_batches(cfg.frames, cfg.frames_per_batch),
         init_random_frames=cfg.init_random_frames,
+        postproc=MultiStep(cfg.gamma, cfg.n_step - 1, across_batches=True)
+        if cfg.n_step > 1
+        else None,
     )
     trainer = Trainer(
         collector=collector,

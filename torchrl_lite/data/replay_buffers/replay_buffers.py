@@ -32,7 +32,11 @@ from torchrl_lite.data.replay_buffers.samplers import (
 )
 from torchrl_lite.data.replay_buffers.storages import ListStorage, identity_collate
 from torchrl_lite.data.replay_buffers.tensor_storage import TensorStorage
-from torchrl_lite.data.replay_buffers.writers import RoundRobinWriter, TensorDictRoundRobinWriter
+from torchrl_lite.data.replay_buffers.writers import (
+    RoundRobinWriter,
+    TensorDictRoundRobinWriter,
+    _num_rows,
+)
 
 __all__ = [
     "ReplayBuffer",
@@ -202,8 +206,11 @@ class ReplayBuffer(BufferDumps):
 
         Returns:
             the flat storage position of every item, ``[n]`` (``[n, *row]`` for an
-            ``ndim > 1`` storage); ``-1`` for items the writer did not keep.
+            ``ndim > 1`` storage); ``-1`` for items the writer did not keep. A batch of
+            no items writes nothing and returns an empty index.
         """
+        if _num_rows(data) == 0:  # e.g. a post-processor that held every step back
+            return torch.empty(0, dtype=torch.long)
         data = self._prepare(self._encode(data, batched=True))
         with self._lock:
             return self._extend(data)[0]
@@ -461,6 +468,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
         Args:
             data: a TensorDict whose first dimension indexes items.
         """
+        if _num_rows(data) == 0:  # e.g. a post-processor that held every step back
+            return torch.empty(0, dtype=torch.long)
         data = self._prepare(data)
         if not self._reads_priorities(data):
             with self._lock:

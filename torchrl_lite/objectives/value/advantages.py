@@ -61,6 +61,8 @@ class _AcceptedKeys:
     reward: str | tuple = K.REWARD
     done: str | tuple = K.DONE
     terminated: str | tuple = K.TERMINATED
+    steps_to_next_obs: str | tuple = "steps_to_next_obs"
+    """Read at the root by :class:`TD0Estimator` only (written by ``MultiStep``)."""
 
 
 def _next(key) -> tuple:
@@ -318,6 +320,11 @@ class ValueEstimatorBase(nn.Module):
 class TD0Estimator(ValueEstimatorBase):
     """One-step TD target ``r + gamma * (1 - terminated) * V(s')``; advantage = target - V(s).
 
+    When the batch has a ``"steps_to_next_obs"`` entry ``k`` (``[*B, T, 1]``, written by
+    :class:`~torchrl_lite.data.MultiStep`: ``r`` is then a sum of ``k`` discounted rewards
+    and ``s'`` the state ``k`` steps later), the bootstrap is discounted by ``gamma ** k``,
+    as TorchRL's estimators do: the exact n-step target.
+
     Args:
         gamma: discount in (0, 1] (a number, or a tensor broadcastable to ``[*B, T, 1]``).
         value_network: TensorDict module writing ``"state_value"``, or None.
@@ -341,8 +348,26 @@ class TD0Estimator(ValueEstimatorBase):
         super().__init__(value_network=value_network, **kwargs)
         self.gamma = _check_factor(type(self).__name__, "gamma", gamma, low_open=True)
 
+    def _estimate(self, td: TensorDictBase, need_value: bool, next_value=None):
+        steps = td.get(self.tensor_keys.steps_to_next_obs, None)
+        if steps is not None and steps.shape != (*td.batch_size, 1):
+            raise ValueError(
+                f"TD0Estimator: {self.tensor_keys.steps_to_next_obs!r} has shape "
+                f"{list(steps.shape)} but the batch is {list(td.batch_size)}; expected "
+                f"{[*td.batch_size, 1]}."
+            )
+        # the discount of this batch's bootstrap, read by _compute (same call)
+        self._discount = self.gamma if steps is None else self.gamma ** steps.to(torch.float32)
+        try:
+            return super()._estimate(td, need_value, next_value)
+        finally:
+            self._discount = self.gamma
+
     def _compute(self, value, next_value, reward, done, terminated):
-        target = td0_return_estimate(self.gamma, next_value, reward, terminated, done=done)
+        gamma = getattr(self, "_discount", self.gamma)
+        if isinstance(gamma, torch.Tensor):
+            gamma = gamma.to(device=reward.device, dtype=reward.dtype)
+        target = td0_return_estimate(gamma, next_value, reward, terminated, done=done)
         return (None if value is None else target - value), target
 
 
