@@ -176,3 +176,49 @@ def test_episode_returns_counts_each_episode_once_in_n_step_batches():
     assert len(plain) >= 10
     # the same episodes once each (one that ends in the two held-back steps may be missing)
     assert nstep == plain[: len(nstep)] and len(nstep) >= len(plain) - 1
+
+
+def test_dqn_n_step_target_equals_the_one_step_loss_with_gamma_to_the_n():
+    from torchrl_lite.data import OneHot
+    from torchrl_lite.modules import QValueActor
+    from torchrl_lite.objectives import DQNLoss
+
+    g = torch.Generator().manual_seed(2)
+    n, flag = 10, torch.zeros(10, 1, dtype=torch.bool)
+    batch = TensorDict(
+        {"observation": torch.randn(n, 3, generator=g),
+         "action": torch.nn.functional.one_hot(torch.randint(0, 2, (n,), generator=g), 2),
+         "steps_to_next_obs": torch.full((n, 1), 3),
+         "next": {"observation": torch.randn(n, 3, generator=g), "reward": torch.randn(n, 1, generator=g),
+                  "done": flag, "terminated": flag}},
+        batch_size=[n],
+    )  # fmt: skip
+
+    def loss(gamma):
+        torch.manual_seed(0)
+        actor = QValueActor(torch.nn.Linear(3, 2), in_keys=["observation"], spec=OneHot(2))
+        return DQNLoss(actor, delay_value=True, double_dqn=True, gamma=gamma)
+
+    got = loss(0.9)(batch.clone())["loss"]
+    torch.testing.assert_close(got, loss(0.9**3)(batch.exclude("steps_to_next_obs"))["loss"])
+    assert not torch.allclose(got, loss(0.9)(batch.exclude("steps_to_next_obs"))["loss"])
+
+
+def test_recipes_build_the_n_step_post_processor_and_reject_a_bad_n():
+    from torchrl_lite.recipes import config_for, get_recipe
+    from torchrl_lite.recipes.common import n_step_postproc
+
+    trainer, _ = get_recipe("dqn").make_trainer(
+        config_for(get_recipe("dqn"), "CartPole-v1", n_step=3, gamma=0.98), progress_bar=False
+    )
+    post = trainer.collector.postproc
+    assert isinstance(post, MultiStep) and (post.n_steps, post.gamma, post.across_batches) == (
+        2,
+        0.98,
+        True,
+    )
+    trainer.collector.shutdown()
+    assert n_step_postproc(1, 0.99) is None
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match=f"n_step must be an int >= 1, got {bad!r}"):
+            n_step_postproc(bad, 0.99)

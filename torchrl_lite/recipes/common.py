@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from torchrl_lite import _keys as K
-from torchrl_lite.data import Bounded, Categorical, OneHot, TensorSpec
+from torchrl_lite.data import Bounded, Categorical, MultiStep, OneHot, TensorSpec
 from torchrl_lite.envs import (
     CatFrames,
     CatTensors,
@@ -245,6 +245,17 @@ def env_family(env_id: str) -> str:
 def whole_batches(frames: int, frames_per_batch: int) -> int:
     """``frames`` rounded up to whole collector batches."""
     return -(-frames // frames_per_batch) * frames_per_batch
+
+
+def n_step_postproc(n_step, gamma: float):
+    """The collector post-processor for ``n_step``-reward targets (None for one step).
+
+    ``MultiStep(gamma, n_step - 1, across_batches=True)``: the off-policy losses'
+    one-step estimator then bootstraps with ``gamma ** k`` (see ``MultiStep``).
+    """
+    if isinstance(n_step, bool) or not isinstance(n_step, int) or n_step < 1:
+        raise ValueError(f"n_step must be an int >= 1, got {n_step!r}.")
+    return MultiStep(gamma, n_step - 1, across_batches=True) if n_step > 1 else None
 
 
 def action_kind(spec: TensorSpec) -> str:

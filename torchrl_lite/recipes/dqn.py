@@ -36,6 +36,7 @@ from torchrl_lite.objectives import DQNLoss, HardUpdate
 from torchrl_lite.recipes.common import (
     check_action_kind,
     make_env,
+    n_step_postproc,
     observation_network,
     whole_batches,
 )
@@ -98,6 +99,9 @@ class Config:
     """Units per hidden layer (two layers, ReLU); 128 learns less reliably."""
     pixels: bool = False
     """Learn from rendered images instead of the state (4 stacked 64x64 grayscale frames)."""
+    n_step: int = 1
+    """Rewards summed per target: 1 is one-step TD (DQN); ``n > 1`` adds
+    ``MultiStep(gamma, n - 1, across_batches=True)`` to the collector (Rainbow uses 3)."""
 
 
 def make_train_env(cfg: Config):
@@ -137,6 +141,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         frames_per_batch=cfg.frames_per_batch,
         total_frames=whole_batches(cfg.frames, cfg.frames_per_batch),
         init_random_frames=cfg.init_random_frames,
+        postproc=n_step_postproc(cfg.n_step, cfg.gamma),
     )
     trainer = Trainer(
         collector=collector,

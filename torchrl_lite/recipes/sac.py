@@ -41,7 +41,7 @@ from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequ
 from torch import nn
 
 from torchrl_lite.collectors import SyncDataCollector
-from torchrl_lite.data import LazyTensorStorage, MultiStep, TensorDictReplayBuffer
+from torchrl_lite.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl_lite.envs import RandomShift
 from torchrl_lite.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.objectives import DrQLoss, SACLoss, SoftUpdate
@@ -52,6 +52,7 @@ from torchrl_lite.recipes.common import (
     check_action_kind,
     make_env,
     mlp,
+    n_step_postproc,
     whole_batches,
 )
 from torchrl_lite.trainers import ReplayBufferTrainer, Trainer
@@ -318,17 +319,13 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     if cfg.init == "orthogonal":
         orthogonal_init_(loss)
         SoftUpdate(loss, tau=cfg.tau).init_()  # then the targets start equal to them
-    if isinstance(cfg.n_step, bool) or not isinstance(cfg.n_step, int) or cfg.n_step < 1:
-        raise ValueError(f"n_step must be an int >= 1, got {cfg.n_step!r}.")
     collector = SyncDataCollector(
         env,
         policy,
         frames_per_batch=cfg.frames_per_batch,
         total_frames=whole_batches(cfg.frames, cfg.frames_per_batch),
         init_random_frames=cfg.init_random_frames,
-        postproc=MultiStep(cfg.gamma, cfg.n_step - 1, across_batches=True)
-        if cfg.n_step > 1
-        else None,
+        postproc=n_step_postproc(cfg.n_step, cfg.gamma),
     )
     trainer = Trainer(
         collector=collector,
