@@ -222,3 +222,14 @@ def test_recipes_build_the_n_step_post_processor_and_reject_a_bad_n():
     for bad in (0, 2.0, True):
         with pytest.raises(ValueError, match=f"n_step must be an int >= 1, got {bad!r}"):
             n_step_postproc(bad, 0.99)
+
+
+def test_the_trainer_counts_collected_frames_not_the_steps_a_post_processor_holds_back():
+    from torchrl_lite.recipes import config_for, get_recipe
+
+    recipe = get_recipe("sac")
+    cfg = config_for(recipe, "Pendulum-v1", frames=60, init_random_frames=60, n_step=3)
+    trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
+    trainer.train()  # random frames only: fills the buffer
+    hook = next(op.__self__ for op, _ in trainer._ops["process_optim_batch"])
+    assert trainer.collected_frames == 60 and len(hook.replay_buffer) == 58

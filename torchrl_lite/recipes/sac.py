@@ -74,7 +74,7 @@ ENV_DEFAULTS = {"mujoco": _LOCOMOTION, "dm_control": _LOCOMOTION}
 # A transition holds two uint8 [4, 64, 64] stacks (32 KiB): 20k of them are 640 MiB.
 PIXEL_DEFAULTS = dict(
     action_repeat=8, buffer_size=20_000, batch_size=128, lr=1e-3, tau=0.01, hidden=256,
-    init_random_frames=1000, frames_per_batch=2, alpha_init=0.1,
+    init_random_frames=1000, frames_per_batch=2, alpha_init=0.1, n_step=3,
 )  # fmt: skip
 FEATURES = "features"
 """The encoder's output entry (pixels): what the actor and the Q-networks read."""

@@ -225,6 +225,7 @@ class Trainer:
         """
         if self.collected_frames >= self.total_frames:  # e.g. resumed from the last save
             return
+        self._collector_frames = self._collector_count()
         self._open_pbar()
         try:
             for batch in self.collector:
@@ -291,7 +292,17 @@ class Trainer:
                 batch = out
         return batch
 
+    def _collector_count(self) -> int | None:
+        count = getattr(self.collector, "_frames", None)
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
+
     def _frames_in(self, batch) -> int:
+        # the collector's own count when it keeps one: a post-processor may hold steps
+        # back (MultiStep(across_batches=True)) or drop them; the frames were collected
+        count, seen = self._collector_count(), getattr(self, "_collector_frames", None)
+        if count is not None and seen is not None and count >= seen:
+            self._collector_frames = count
+            return count - seen
         if batch is None:  # the collector wrote into its own replay buffer
             return int(getattr(self.collector, "frames_per_batch", 0))
         mask = batch.get(("collector", "mask"), None)
