@@ -14,7 +14,8 @@ kernels, strides 2-2-1 -> 13x13x32) are trained by the critic only; the actor re
 detached and, like each Q-network, has its own head (Linear to 50 features, LayerNorm,
 tanh) before its 2 x 256 units. Batch 128, lr 1e-3, tau 0.01 (Q-networks and encoder,
 every update), temperature starting at 0.1, 1,000 random agent steps first, one update
-per agent step. DrQ's settings shrunk to fit two CPU cores: DrQ uses 84x84 RGB, 3 frames,
+per agent step, 3-step returns (``n_step=3``, from DrQ-v2; DrQ itself uses one-step
+targets, ``n_step=1``). DrQ's settings shrunk to fit two CPU cores: DrQ uses 84x84 RGB, 3 frames,
 4 conv layers of 32 (35x35x32 features, ~7x the convolution cost), batch 512 (4x),
 Q-networks of 2 x 1024, two augmented copies per sample, actor and target updates every
 second step. ``frames`` counts agent steps: with ``action_repeat=8``, DrQ's 100k env steps
@@ -22,8 +23,9 @@ are ``frames=12_500``. Measured on the 2-core machine, one torch thread, otherwi
 0.024 s per agent step of the env (8 physics steps, 64x64 EGL render: 0.018 s, and
 preprocessing), 0.17-0.21 s per update, ~0.25 s per agent step in training (~50 min per
 100k env frames). Not yet seen to reach DrQ's level: on cartpole-swingup seeds 0-2 were at
-282 / 466 / 312 (median 312; mean of the last 10 training episodes; target 700, DrQ 759)
-at 100k env frames, still rising; ``benchmarks/results/pixels.md``. The same settings on the 5-d state learn
+365 / 443 / 301 (median 365, worst 301; mean of the last 10 training episodes; target
+700, DrQ 759) at 100k env frames, still rising; with one-step targets 282 / 466 / 312
+(median 312, worst 282); ``benchmarks/results/pixels.md``. The same settings on the 5-d state learn
 it at the published speed (624 at 32k env frames, 862 at 100k), so the slow part is
 learning the representation; ``loss_function=l2`` (DrQ's MSE), ``init=orthogonal``
 (DrQ's init, :func:`orthogonal_init_`), ``conv_strides=2,1,1`` (27x27 features, 2.3x
