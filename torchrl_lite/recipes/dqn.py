@@ -16,9 +16,10 @@ frames first, 50k transitions), with 3-step returns (``n_step=3``, Rainbow's; a
 ``MultiStep`` post-processor, the target bootstrapped with ``gamma ** 3``). With one-step
 targets a run stayed at 30-40 (random: ~22) to 222k frames; with 3-step returns seed 0
 reached 77 at 222k and 192.3 at 500k (mean of the last 10 training episodes, epsilon
-0.01; greedy: 291.7 +/- 128.4 over 10 episodes; it swings: 74-336 from 250k on, best 365.6 at 412k),
-4,117 s; seed 1 reached the target, 485.3 at 297,728 frames (greedy 487.4 +/- 37.8),
-2,454 s; seed 2 not measured yet: ``benchmarks/results/pixels.md``. A 60k-frame run with one-step targets
+0.01; greedy: 291.7 +/- 128.4 over 10 episodes; it swings between 74 and 336 from 250k
+on, best 365.6 at 412k), 4,117 s; seed 1 reached the target, 485.3 at 297,728 frames
+(greedy 487.4 +/- 37.8), 2,454 s; seed 2 not measured yet:
+``benchmarks/results/pixels.md``. A 60k-frame run with one-step targets
 ended at 15.7 (greedy: 17.6, below uniform random); a probe
 (``benchmarks/probe_cartpole_pixels.py``) shows the 64x64 4-frame stack does carry the
 velocities (a conv net regresses them with R^2 ~0.8 from 250 frames), so the image size is

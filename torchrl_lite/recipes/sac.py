@@ -15,8 +15,8 @@ detached and, like each Q-network, has its own head (Linear to 50 features, Laye
 tanh) before its 2 x 256 units. Batch 128, lr 1e-3, tau 0.01 (Q-networks and encoder,
 every update), temperature starting at 0.1, 1,000 random agent steps first, one update
 per agent step, 3-step returns (``n_step=3``, from DrQ-v2; DrQ itself uses one-step
-targets, ``n_step=1``). DrQ's settings shrunk to fit two CPU cores: DrQ uses 84x84 RGB, 3 frames,
-4 conv layers of 32 (35x35x32 features, ~7x the convolution cost), batch 512 (4x),
+targets, ``n_step=1``). DrQ's settings shrunk to fit two CPU cores: DrQ uses 84x84 RGB,
+3 frames, 4 conv layers of 32 (35x35x32 features, ~7x the convolution cost), batch 512 (4x),
 Q-networks of 2 x 1024, two augmented copies per sample, actor and target updates every
 second step. ``frames`` counts agent steps: with ``action_repeat=8``, DrQ's 100k env steps
 are ``frames=12_500``. Measured on the 2-core machine, one torch thread, otherwise quiet:
