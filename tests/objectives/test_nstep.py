@@ -225,11 +225,11 @@ def test_recipes_build_the_n_step_post_processor_and_reject_a_bad_n():
 
 
 def test_the_trainer_counts_collected_frames_not_the_steps_a_post_processor_holds_back():
+    from tests.recipes.test_pixels_sac_dreamer import replay_buffer_of
     from torchrl_lite.recipes import config_for, get_recipe
 
     recipe = get_recipe("sac")
     cfg = config_for(recipe, "Pendulum-v1", frames=60, init_random_frames=60, n_step=3)
     trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
     trainer.train()  # random frames only: fills the buffer
-    hook = next(op.__self__ for op, _ in trainer._ops["process_optim_batch"])
-    assert trainer.collected_frames == 60 and len(hook.replay_buffer) == 58
+    assert trainer.collected_frames == 60 and len(replay_buffer_of(trainer)) == 58

@@ -88,6 +88,21 @@ def _pixel_batch(n=16):
     )  # fmt: skip
 
 
+def _tiny_sac_pixels(frames: int, **overrides: str):
+    """The sac recipe on cartpole-swingup from pixels, with small networks."""
+    recipe = get_recipe("sac")
+    cfg = apply_overrides(
+        config_for(recipe, "dm_control/cartpole-swingup", frames=frames),
+        {"pixels": "true", "hidden": "16", "feature_dim": "8", **overrides},
+    )
+    return recipe, cfg
+
+
+def replay_buffer_of(trainer):
+    """The replay buffer a trainer samples from (its ReplayBufferTrainer hook's)."""
+    return next(op.__self__ for op, _ in trainer._ops["process_optim_batch"]).replay_buffer
+
+
 def test_drq_encoder_is_trained_by_the_critic_only_and_matches_sac_on_its_features():
     loss, encoder = _drq_loss()
     batch = _pixel_batch()
@@ -131,23 +146,19 @@ def test_drq_critic_loss_goes_down_on_a_fixed_batch():
 @pytest.mark.dm_control
 def test_sac_pixel_policy_shares_the_encoder_and_the_buffer_shifts_uint8_samples():
     pytest.importorskip("dm_control")
-    recipe = get_recipe("sac")
-    cfg = apply_overrides(
-        config_for(recipe, "dm_control/cartpole-swingup", frames=16),
-        {"pixels": "true", "hidden": "16", "feature_dim": "8", "init_random_frames": "16"},
-    )
+    recipe, cfg = _tiny_sac_pixels(16, init_random_frames="16")
     trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
     assert cfg.action_repeat == 8 and PIXELS_STACK in policy.in_keys
     encoder = trainer.loss_module.encoder
     assert any(p is q for p in encoder.parameters() for q in policy.parameters())  # one encoder
     trainer.train()  # random frames only: fills the buffer
-    hook = next(op.__self__ for op, _ in trainer._ops["process_optim_batch"])
-    stored = hook.replay_buffer.storage.get(torch.arange(8))
+    buffer = replay_buffer_of(trainer)
+    stored = buffer.storage.get(torch.arange(8))
     assert stored[PIXELS_STACK].dtype == torch.uint8
     assert "features" not in stored.keys()  # the policy's conv features are not stored
-    shift = hook.replay_buffer.transform
+    shift = buffer.transform
     assert isinstance(shift, RandomShift) and shift.pad == cfg.pad
-    assert hook.replay_buffer.sample(64)[PIXELS_STACK].dtype == torch.uint8
+    assert buffer.sample(64)[PIXELS_STACK].dtype == torch.uint8
     trainer.collector.shutdown() if hasattr(trainer.collector, "shutdown") else None
 
 
@@ -246,12 +257,7 @@ def test_ppo_acts_with_a_categorical_policy_on_discrete_actions():
 @pytest.mark.dm_control
 def test_sac_pixel_options_reach_the_loss_encoder_and_env():
     pytest.importorskip("dm_control")
-    recipe = get_recipe("sac")
-    cfg = apply_overrides(
-        config_for(recipe, "dm_control/cartpole-swingup", frames=16),
-        {"pixels": "true", "hidden": "16", "feature_dim": "8", "loss_function": "l1",
-         "conv_strides": "2,1,1", "grayscale": "false"},
-    )  # fmt: skip
+    recipe, cfg = _tiny_sac_pixels(16, loss_function="l1", conv_strides="2,1,1", grayscale="false")
     trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
     loss = trainer.loss_module
     assert loss.sac_loss.loss_function == "l1"
@@ -348,19 +354,14 @@ def test_sac_pixels_n_step_stores_complete_windows_and_rejects_a_bad_n():
     pytest.importorskip("dm_control")
     from torchrl_lite.data import MultiStep
 
-    recipe = get_recipe("sac")
-    cfg = apply_overrides(
-        config_for(recipe, "dm_control/cartpole-swingup", frames=20),
-        {"pixels": "true", "hidden": "16", "feature_dim": "8", "init_random_frames": "20",
-         "n_step": "3"},
-    )  # fmt: skip
+    recipe, cfg = _tiny_sac_pixels(20, init_random_frames="20", n_step="3")
     trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
     post = trainer.collector.postproc
     assert isinstance(post, MultiStep) and post.n_steps == 2 and post.across_batches
     trainer.train()  # random frames only: fills the buffer
-    hook = next(op.__self__ for op, _ in trainer._ops["process_optim_batch"])
-    stored = hook.replay_buffer.storage.get(torch.arange(len(hook.replay_buffer)))
-    assert len(hook.replay_buffer) == 18  # the last two steps wait for the next batch
+    buffer = replay_buffer_of(trainer)
+    stored = buffer.storage.get(torch.arange(len(buffer)))
+    assert len(buffer) == 18  # the last two steps wait for the next batch
     assert (stored["steps_to_next_obs"] == 3).all()  # no episode ends in 20 agent steps
     # the bootstrap stack is the one three agent steps later
     assert torch.equal(stored["next", PIXELS_STACK][:-3], stored[PIXELS_STACK][3:])
