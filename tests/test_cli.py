@@ -46,6 +46,22 @@ def test_cli_resume_continues_the_run(ppo_run, tmp_path):
     assert len((run / "episodes.csv").read_text().splitlines()) - 1 == 4 * (6144 // 4 // 200)
 
 
+def test_cli_resume_applies_a_changed_learning_rate(ppo_run, tmp_path):
+    import shutil
+
+    import torch
+
+    run = tmp_path / "copy"
+    shutil.copytree(ppo_run, run)
+    saved = json.loads((run / "config.json").read_text())["config"]["lr"]
+    assert main(["train", "--resume", str(run), "frames=5120", "lr=1e-5", "--quiet"]) == 0
+    assert json.loads((run / "config.json").read_text())["config"]["lr"] == 1e-5
+    state = torch.load(run / "checkpoint" / "state.pt", weights_only=False)
+    groups = state["hooks"]["optimizer"]["optimizer"]["param_groups"]
+    assert groups and saved != 1e-5
+    assert all(group["lr"] == pytest.approx(1e-5) for group in groups)
+
+
 def _error(capsys, argv) -> str:
     assert main(argv) == 2
     return capsys.readouterr().err

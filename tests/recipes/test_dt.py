@@ -280,7 +280,7 @@ def test_lr_schedule_warms_up_then_decays_to_zero_or_stays(random_file):
                         hidden=8, n_layer=1, context_length=4, batch_size=8,
                         lr_schedule=schedule)  # fmt: skip
         trainer, _ = dt.make_trainer(cfg, progress_bar=False)
-        optim = trainer._modules["lr_schedule"].optimizer
+        optim = trainer._modules["lr_schedule"].schedule.optimizer
         lrs = []
         trainer.register_op(
             "post_optim", lambda lrs=lrs, optim=optim: lrs.append(optim.param_groups[0]["lr"])
@@ -296,6 +296,22 @@ def test_lr_schedule_warms_up_then_decays_to_zero_or_stays(random_file):
     assert seen["cosine"][:-1] == pytest.approx(cosine[1:], abs=1e-12)
     assert seen["constant"][:-1] == pytest.approx(constant[1:], abs=1e-12)
     assert odt.Config().lr_schedule == "constant"  # the online phase keeps learning
+
+
+def test_resume_with_another_lr_keeps_the_schedule_on_the_new_base(random_file, tmp_path):
+    def build(lr):  # 4 steps, all within the 8-step warm-up
+        cfg = dt.Config(dataset=str(random_file), frames=4, warmup_steps=8, lr=lr, hidden=8,
+                        n_layer=1, context_length=4, batch_size=8)  # fmt: skip
+        return dt.make_trainer(cfg, checkpoint=tmp_path / "ck", progress_bar=False)[0]
+
+    build(1e-2).train()
+    resumed = build(1e-3)
+    resumed.load(tmp_path / "ck")
+    schedule = resumed._modules["lr_schedule"].schedule
+    # 4 steps into the warm-up (factor 5/8), on the new base rate, now and at the next step
+    assert schedule.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 * 5 / 8, abs=1e-15)
+    schedule.step()
+    assert schedule.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 * 6 / 8, abs=1e-15)
 
 
 def test_lr_schedule_rejects_an_unknown_name(random_file):

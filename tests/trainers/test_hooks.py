@@ -84,6 +84,61 @@ def test_optimizer_hook_clips_each_group_on_its_own_or_all_together(per_group):
         assert out["grad_norm_0"].item() == pytest.approx(total)
 
 
+def _adam_hook(lr: float, w: nn.Parameter) -> OptimizerHook:
+    return OptimizerHook(torch.optim.Adam([w], lr=lr, betas=(0.9, 0.999)))
+
+
+def test_optimizer_hook_resume_applies_changed_settings_keeps_state():
+    w = nn.Parameter(torch.ones(3))
+    hook = _adam_hook(0.1, w)
+    for _ in range(3):
+        hook(TensorDict(loss=(w**2).sum()))
+    saved = hook.state_dict()
+    # torch's own load keeps the saved lr: a resumed `lr=...` would silently do nothing
+    plain = torch.optim.Adam([w], lr=0.01)
+    plain.load_state_dict(saved["optimizer"])
+    assert plain.param_groups[0]["lr"] == 0.1
+    new = OptimizerHook(torch.optim.Adam([w], lr=0.01, betas=(0.5, 0.999)))
+    new.load_state_dict(saved)
+    group = new.optimizer.param_groups[0]
+    assert group["lr"] == pytest.approx(0.01) and group["betas"] == (0.5, 0.999)
+    moments = new.optimizer.state[w]  # Adam's moments and step count are the saved ones
+    assert moments["step"].item() == 3
+    torch.testing.assert_close(moments["exp_avg"], hook.optimizer.state[w]["exp_avg"])
+    same = _adam_hook(0.1, w)  # nothing changed: everything as saved
+    saved["optimizer"]["param_groups"][0]["lr"] = 0.07  # e.g. lowered by a schedule
+    same.load_state_dict(saved)
+    assert same.optimizer.param_groups[0]["lr"] == pytest.approx(0.07)
+
+
+def test_optimizer_hook_resume_scales_a_scheduled_lr_by_the_new_base():
+    def build(lr):
+        w = nn.Parameter(torch.ones(2))
+        optim = torch.optim.SGD([w], lr=lr)
+        sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda step: 1.0 / (1 + step))
+        return w, OptimizerHook(optim), sched
+
+    w, hook, sched = build(1.0)
+    for _ in range(3):  # steps 0..2 used 1, 1/2, 1/3; the next one uses 1/4
+        hook(TensorDict(loss=w.sum()))
+        sched.step()
+    _, new, new_sched = build(0.2)
+    new_sched.load_state_dict(sched.state_dict())
+    new_sched.base_lrs = [0.2]  # what dt's _ScheduleState does
+    new.load_state_dict(hook.state_dict())
+    assert new.optimizer.param_groups[0]["lr"] == pytest.approx(0.2 / 4)
+    new_sched.step()
+    assert new.optimizer.param_groups[0]["lr"] == pytest.approx(0.2 / 5)
+
+
+def test_optimizer_hook_resume_from_a_checkpoint_without_settings():
+    w = nn.Parameter(torch.ones(2))
+    old = {"optimizer": _adam_hook(0.1, w).optimizer.state_dict()}  # before the record
+    new = _adam_hook(0.01, w)
+    new.load_state_dict(old)
+    assert new.optimizer.param_groups[0]["lr"] == pytest.approx(0.01)
+
+
 # -- ReplayBufferTrainer ---------------------------------------------------------------
 def test_replay_buffer_trainer_extend_and_sample():
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(100))

@@ -221,12 +221,33 @@ def make_optimizer(cfg: Config, params, trainer: Trainer):
     if cfg.lr_schedule not in LR_SCHEDULES:
         raise ValueError(f"lr_schedule={cfg.lr_schedule!r} is not one of {list(LR_SCHEDULES)}.")
     optim = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
+    schedule = _Schedule(torch.optim.lr_scheduler.LambdaLR(
         optim, lambda step: lr_factor(step, cfg.warmup_steps, cfg.frames, cfg.lr_schedule)
-    )
+    ))  # fmt: skip
     trainer.register_op("post_optim", schedule.step)
     trainer.register_module("lr_schedule", schedule)
     return optim
+
+
+class _Schedule:
+    """Steps and checkpoints ``schedule``; a resumed run keeps this config's base rate.
+
+    ``LRScheduler.load_state_dict`` restores the saved run's base rates, which would undo a
+    changed ``lr=...`` at the next step (``OptimizerHook`` applies it to the optimizer).
+    """
+
+    def __init__(self, schedule: torch.optim.lr_scheduler.LRScheduler):
+        self.schedule, self.base_lrs = schedule, list(schedule.base_lrs)
+
+    def step(self) -> None:
+        self.schedule.step()
+
+    def state_dict(self) -> dict:
+        return self.schedule.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.schedule.load_state_dict(state)
+        self.schedule.base_lrs = list(self.base_lrs)
 
 
 def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
