@@ -42,6 +42,22 @@ def test_dqn_recipe_learns_cartpole_short():
     assert q_after > q_before + 5, (q_before, q_after)  # values grow towards sum of rewards
 
 
+def test_dqn_lr_end_decays_the_learning_rate_linearly_over_the_budget():
+    import pytest
+
+    trainer, _, _ = _build("dqn", "CartPole-v1", frames=1_024, frames_per_batch=256, lr=1e-3,
+                           lr_end=2e-4, init_random_frames=256, optim_steps_per_batch=2,
+                           batch_size=16)  # fmt: skip
+    seen = []  # the rate after each batch: the decay op runs before this one
+    trainer.register_op("post_steps", lambda: seen.append(trainer.optimizer.param_groups[0]["lr"]))
+    trainer.train()
+    expected = [1e-3 + (2e-4 - 1e-3) * f / 1_024 for f in (256, 512, 768, 1_024)]
+    assert seen == pytest.approx(expected, rel=1e-9)
+    constant, _, _ = _build("dqn", "CartPole-v1", frames=512, lr=1e-3, init_random_frames=256)
+    constant.train()
+    assert constant.optimizer.param_groups[0]["lr"] == 1e-3  # lr_end=None
+
+
 def test_a2c_recipe_learns_pendulum_short():
     # a constant lr: decaying it to zero over so few frames would stall learning; gains of
     # the last 16 episodes over the first 16: about 700, 670, 320 for seeds 0, 1, 2

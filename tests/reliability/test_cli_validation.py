@@ -38,6 +38,7 @@ def error_line(capsys, argv, code=2) -> str:
         (["train", "ppo", "clip_epsilon=0"], "clip_epsilon=0"),
         (["train", "dqn", "--env", "CartPole-v1", "batch_size=-3"], "batch_size=-3"),
         (["train", "dqn", "--env", "CartPole-v1", "eps_end=2"], "eps_end=2"),
+        (["train", "dqn", "--env", "CartPole-v1", "lr_end=0"], "lr_end=0"),
         (["train", "sac", "tau=0"], "tau=0"),
         (["train", "sac", "buffer_size=0"], "buffer_size=0"),
         (["train", "sac", "utd_ratio=-1"], "utd_ratio=-1"),

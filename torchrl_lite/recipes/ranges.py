@@ -45,6 +45,7 @@ _RULES = {
     "eps_frames": (0, True, math.inf, False, "the epsilon annealing frames"),
     "obs_norm_steps": (0, True, math.inf, False, "observation-statistics steps"),
     "lr": (0, False, math.inf, False, "the learning rate"),
+    "lr_end": (0, False, math.inf, False, "the final learning rate"),
     "max_grad_norm": (0, False, math.inf, False, "the gradient clipping norm"),
     "utd_ratio": (0, False, math.inf, False, "the update-to-data ratio"),
     "temperature": (0, False, math.inf, False, "the temperature"),
