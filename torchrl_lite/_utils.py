@@ -1,4 +1,4 @@
-"""Small helpers shared by every subpackage: error messages and lazy imports."""
+"""Small helpers shared by every subpackage: error messages, lazy imports, optimizer state."""
 
 from __future__ import annotations
 
@@ -61,3 +61,50 @@ def check_device(device, owner: str):
                 "device(s)); pass device='cpu' or a CUDA index below the device count."
             )
     return device
+
+
+def optimizer_settings(optimizer) -> list[dict]:
+    """Each parameter group's plain settings (lr, betas, eps, ...), without its params."""
+    plain = (bool, int, float, str, tuple, type(None))
+    return [
+        {k: v for k, v in group.items() if k != "params" and isinstance(v, plain)}
+        for group in optimizer.param_groups
+    ]
+
+
+def load_optimizer_state(optimizer, state: dict, built=None, saved=None) -> None:
+    """``optimizer.load_state_dict(state)``, keeping the settings it was built with where
+    they differ from the saved run's.
+
+    torch restores the saved learning rate and other settings, so a resumed run would
+    silently keep them (``--resume RUN lr=1e-5`` would change nothing). Each setting (per
+    parameter group) in ``built`` (default: ``optimizer``'s now) that differs from
+    ``saved`` (the saved run's as built; default: the restored values) is applied
+    instead: the learning rate is scaled by ``new / old`` base rate (a schedule's
+    ``initial_lr`` when there is one), so a schedule's progress is kept, and without one
+    it is the new value; the others are replaced. The moments and step counts are the
+    saved ones.
+
+    Example:
+        >>> import torch
+        >>> w = torch.nn.Parameter(torch.ones(1))
+        >>> state = torch.optim.Adam([w], lr=0.1).state_dict()
+        >>> resumed = torch.optim.Adam([w], lr=0.01)
+        >>> load_optimizer_state(resumed, state)
+        >>> resumed.param_groups[0]["lr"]
+        0.01
+    """
+    built = optimizer_settings(optimizer) if built is None else built
+    optimizer.load_state_dict(state)
+    saved = optimizer_settings(optimizer) if saved is None else saved
+    for group, new, old in zip(optimizer.param_groups, built, saved):
+        for key, value in new.items():
+            if key not in old or old[key] == value or key == "initial_lr":
+                continue
+            if key == "lr":
+                was, now = old.get("initial_lr", old[key]), new.get("initial_lr", value)
+                group["lr"] = group["lr"] * now / was if was else now
+                if "initial_lr" in group:
+                    group["initial_lr"] = now
+            else:
+                group[key] = value

@@ -134,6 +134,18 @@ def _check_resume_overrides(saved, cfg, typed: dict[str, str]) -> None:
         )
 
 
+def _check_scheme_resume_overrides(saved, cfg, typed: dict[str, str]) -> None:
+    """A distributed run restores its workers' optimizers as saved: refuse a new rate."""
+    rates = [k for k in typed if (k == "lr" or k.endswith("_lr")) and hasattr(saved, k)]
+    changed = [k for k in rates if getattr(saved, k) != getattr(cfg, k)]
+    if changed:
+        raise ValueError(
+            f"--resume: {', '.join(typed[k] for k in changed)} cannot change a distributed "
+            f"(Scheme) run's learning rate: its workers' optimizers are restored as saved. "
+            f"Resume without it, or resume without --col-workers/--grad-workers."
+        )
+
+
 def _check_options(args) -> None:
     """Range-check the command's own options before anything runs."""
     rules = {  # option -> (attribute, lowest allowed value)
@@ -207,6 +219,8 @@ def train(args) -> dict:
         cfg = dataclasses.replace(cfg, dataset=str(Path(cfg.dataset).resolve()))
     target = cfg.target if cfg.target is not None else recipe.TARGETS.get(cfg.env)
     scheme = _scheme_options(args, out)
+    if args.resume and scheme is not None:
+        _check_scheme_resume_overrides(saved, cfg, typed)
     if scheme is not None:  # distributed: Scheme + Learner, the same run folder
         from torchrl_lite.scheme.run import train_with_scheme
 

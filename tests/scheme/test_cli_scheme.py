@@ -8,7 +8,7 @@ import pytest
 from torchrl_lite.cli import evaluate, main
 
 
-def test_cli_train_with_scheme_eval_and_resume(tmp_path):
+def test_cli_train_with_scheme_eval_and_resume(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["train", "ppo", "--env", "Pendulum-v1", "--frames", "2048", "--col-workers", "1",
             "--grad-workers", "1", "--out", str(out), "--quiet", "epochs=1"]  # fmt: skip
@@ -24,6 +24,11 @@ def test_cli_train_with_scheme_eval_and_resume(tmp_path):
     assert mean < 0 and std == 0
     assert main(["train", "--resume", str(out), "--quiet", "frames=4096"]) == 0
     assert json.loads((out / "summary.json").read_text())["frames"] == 4096
+    # the workers' optimizers are restored as saved: a new rate is refused, not ignored
+    assert main(["train", "--resume", str(out), "--quiet", "frames=6144", "lr=1e-5"]) == 2
+    err = capsys.readouterr().err
+    assert "lr=1e-5 cannot change a distributed (Scheme) run's learning rate" in err
+    assert json.loads((out / "summary.json").read_text())["frames"] == 4096  # untouched
 
 
 def test_cli_scheme_bad_worker_count(tmp_path, capsys):

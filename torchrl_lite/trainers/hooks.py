@@ -36,7 +36,7 @@ import torch
 from tensordict import TensorDictBase
 
 from torchrl_lite import _keys as K
-from torchrl_lite._utils import missing_key_message
+from torchrl_lite._utils import load_optimizer_state, missing_key_message, optimizer_settings
 from torchrl_lite.data.replay_buffers import PrioritizedSampler
 
 __all__ = [
@@ -95,15 +95,6 @@ def _check_positive(owner: str, name: str, value) -> int:
 
 
 # -- optimisation ---------------------------------------------------------------------
-def _settings(optimizer: torch.optim.Optimizer) -> list[dict]:
-    """Each parameter group's plain settings (lr, betas, eps, ...), without its params."""
-    plain = (bool, int, float, str, tuple, type(None))
-    return [
-        {k: v for k, v in group.items() if k != "params" and isinstance(v, plain)}
-        for group in optimizer.param_groups
-    ]
-
-
 class OptimizerHook(TrainerHookBase):
     """Backward the sum of the ``loss_*`` entries, clip gradients, step and zero them.
 
@@ -138,7 +129,9 @@ class OptimizerHook(TrainerHookBase):
         self.optimizer = optimizer
         self.loss_components = None if loss_components is None else list(loss_components)
         self.clip_per_group = bool(clip_per_group)
-        self._settings = _settings(optimizer)  # as built (from the config): see load_state_dict
+        self._settings = optimizer_settings(
+            optimizer
+        )  # as built (from the config): see load_state_dict
 
     def __call__(self, losses_td, clip_grad_norm=True, clip_norm=None, index: int = 0):
         """Step on ``losses_td``; with clipping, writes ``grad_norm_<index>`` (detached)."""
@@ -174,30 +167,11 @@ class OptimizerHook(TrainerHookBase):
         return {"optimizer": self.optimizer.state_dict(), "settings": self._settings}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Restore the optimizer; a setting the new optimizer was built with differently wins.
-
-        ``torch.optim.Optimizer.load_state_dict`` restores the saved learning rate and
-        other settings, so a resumed run would silently keep them (``--resume RUN
-        lr=1e-5`` would change nothing). Each setting (per parameter group) whose value
-        at construction differs from the saved run's is applied instead: the learning
-        rate is scaled by ``new / old`` (a schedule's progress, e.g. a warm-up, is kept;
-        without one that is the new value), the others are replaced. Checkpoints that
-        predate this record compare with the restored values.
-        """
-        self.optimizer.load_state_dict(state_dict["optimizer"])
-        groups = self.optimizer.param_groups
-        saved = state_dict.get("settings") or _settings(self.optimizer)
-        for group, new, old in zip(groups, self._settings, saved):
-            for key, value in new.items():
-                if key not in old or old[key] == value or key == "initial_lr":
-                    continue
-                if key == "lr":  # the base rate (a schedule's initial_lr) sets the ratio
-                    was, now = old.get("initial_lr", old[key]), new.get("initial_lr", value)
-                    group["lr"] = group["lr"] * now / was if was else now
-                    if "initial_lr" in group:
-                        group["initial_lr"] = now
-                else:
-                    group[key] = value
+        """Restore the optimizer; settings it was built with differently win (a resumed
+        run's ``lr=...``): see :func:`~torchrl_lite._utils.load_optimizer_state`."""
+        load_optimizer_state(
+            self.optimizer, state_dict["optimizer"], self._settings, state_dict.get("settings")
+        )
 
     def register(self, trainer, name: str = "optimizer") -> None:
         trainer.register_op("optimizer", self)
