@@ -129,9 +129,8 @@ class OptimizerHook(TrainerHookBase):
         self.optimizer = optimizer
         self.loss_components = None if loss_components is None else list(loss_components)
         self.clip_per_group = bool(clip_per_group)
-        self._settings = optimizer_settings(
-            optimizer
-        )  # as built (from the config): see load_state_dict
+        # the settings as built (from the config), which win on resume: load_state_dict
+        self._settings = optimizer_settings(optimizer)
 
     def __call__(self, losses_td, clip_grad_norm=True, clip_norm=None, index: int = 0):
         """Step on ``losses_td``; with clipping, writes ``grad_norm_<index>`` (detached)."""
