@@ -58,6 +58,32 @@ def test_dqn_lr_end_decays_the_learning_rate_linearly_over_the_budget():
     assert constant.optimizer.param_groups[0]["lr"] == 1e-3  # lr_end=None
 
 
+def test_dqn_lr_drop_at_lowers_the_rate_once_the_training_mean_reaches_it():
+    import pytest
+
+    trainer, _, episodes = _build("dqn", "CartPole-v1", frames=4_096, frames_per_batch=256,
+                                  lr=1e-3, lr_drop_at=30.0, lr_drop_to=1e-4,
+                                  init_random_frames=256, eps_frames=2_048,
+                                  optim_steps_per_batch=16)  # fmt: skip
+    seen, expected, reached = [], [], False
+    def record():  # after each batch: the rate, and the rate the independent tracker implies
+        nonlocal reached
+        reached |= len(episodes.history) >= 10 and episodes.running_mean() >= 30.0
+        seen.append(trainer.optimizer.param_groups[0]["lr"])
+        expected.append(1e-4 if reached else 1e-3)
+    trainer.register_op("post_steps", record)
+    trainer.train()
+    assert seen == expected
+    assert 1e-3 in seen and 1e-4 in seen, seen  # both phases happened in this run
+    drop = trainer._modules["lr_drop"]
+    assert drop.dropped_at == 256 * (seen.index(1e-4) + 1)
+    again, _, _ = _build("dqn", "CartPole-v1", lr_drop_at=30.0)
+    again._modules["lr_drop"].load_state_dict(drop.state_dict())  # what a resume restores
+    assert again._modules["lr_drop"].dropped_at == drop.dropped_at
+    with pytest.raises(ValueError, match="lr_end .* and lr_drop_at .* both set the learning"):
+        _build("dqn", "CartPole-v1", lr_end=1e-5, lr_drop_at=100.0)
+
+
 def test_a2c_recipe_learns_pendulum_short():
     # a constant lr: decaying it to zero over so few frames would stall learning; gains of
     # the last 16 episodes over the first 16: about 700, 670, 320 for seeds 0, 1, 2

@@ -40,6 +40,7 @@ from torchrl_lite.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl_lite.modules import EGreedyModule, QValueActor
 from torchrl_lite.objectives import DQNLoss, HardUpdate
 from torchrl_lite.recipes.common import (
+    EpisodeReturns,
     check_action_kind,
     make_env,
     n_step_postproc,
@@ -93,6 +94,11 @@ class Config:
     lr_end: float | None = None
     """Learning rate at the end of the frame budget, reached by a linear decay from ``lr``
     over ``frames`` (None: ``lr`` throughout)."""
+    lr_drop_at: float | None = None
+    """When the mean of the last 10 training returns first reaches this, the learning rate
+    becomes ``lr_drop_to`` for the rest of the run (None: never)."""
+    lr_drop_to: float = 2.5e-5
+    """The learning rate after ``lr_drop_at`` is reached."""
     max_grad_norm: float = 10.0
     """Gradient-norm clip."""
     gamma: float = 0.99
@@ -116,6 +122,11 @@ class Config:
 
 
 def make_train_env(cfg: Config):
+    if cfg.lr_end is not None and cfg.lr_drop_at is not None:
+        raise ValueError(
+            "dqn: lr_end (a decay over the budget) and lr_drop_at (a drop once the returns "
+            "reach a level) both set the learning rate; set one of them."
+        )
     env = make_env(cfg.env, num_envs=cfg.num_envs, seed=cfg.seed, pixels=cfg.pixels)
     check_action_kind(env, ACTIONS, "DQN")
     return env
@@ -175,6 +186,8 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     trainer.register_op("post_steps", explore.step, frames=cfg.frames_per_batch)
     if cfg.lr_end is not None:
         trainer.register_op("post_steps", linear_lr(trainer, optimizer, cfg.lr, cfg.lr_end))
+    if cfg.lr_drop_at is not None:
+        LearningRateDrop(optimizer, cfg.lr_drop_at, cfg.lr_drop_to).register(trainer)
     return trainer, actor
 
 
@@ -202,3 +215,54 @@ def linear_lr(trainer: Trainer, optimizer: torch.optim.Optimizer, start: float, 
             group["lr"] = start * (1 - progress) + end * progress
 
     return step
+
+
+class LearningRateDrop(EpisodeReturns):
+    """Lower the learning rate once the policy is good: when the mean of the last
+    ``window`` training returns first reaches ``at``, every parameter group's rate becomes
+    ``lr`` for the rest of training.
+
+    A ``pre_steps_log`` hook, like :class:`~torchrl_lite.recipes.common.EpisodeReturns`
+    (whose tracking it reuses); it logs ``"lr"``. Its state (the returns so far, the frame
+    of the drop) is checkpointed; the optimizer's own state keeps the lowered rate.
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> w = torch.nn.Parameter(torch.zeros(1))
+        >>> optimizer = torch.optim.Adam([w], lr=1e-4)
+        >>> drop = LearningRateDrop(optimizer, at=300.0, lr=2e-5, window=2)
+        >>> def batch(ret):  # one finished episode with return `ret`
+        ...     return TensorDict({"next": {"done": torch.ones(1, 1, dtype=torch.bool),
+        ...                                 "episode_reward": torch.full((1, 1), ret)}}, [1])
+        >>> _ = drop(batch(200.0)); _ = drop(batch(350.0)); optimizer.param_groups[0]["lr"]
+        0.0001
+        >>> _ = drop(batch(300.0)); optimizer.param_groups[0]["lr"], drop.dropped_at
+        (2e-05, 0)
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, at: float, lr: float, window=10):
+        super().__init__(window=window)
+        self.optimizer, self.at, self.lr = optimizer, at, lr
+        self.dropped_at: int | None = None
+
+    def __call__(self, batch):
+        super().__call__(batch)
+        if (
+            self.dropped_at is None
+            and len(self.history) >= self.window
+            and self.running_mean() >= self.at
+        ):
+            self.dropped_at = self.history[-1][0]
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.lr
+        return {"lr": torch.tensor(self.optimizer.param_groups[0]["lr"])}
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "dropped_at": self.dropped_at}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.dropped_at = state["dropped_at"]
+
+    def register(self, trainer, name: str = "lr_drop") -> None:
+        super().register(trainer, name)

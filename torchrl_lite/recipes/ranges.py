@@ -46,6 +46,7 @@ _RULES = {
     "obs_norm_steps": (0, True, math.inf, False, "observation-statistics steps"),
     "lr": (0, False, math.inf, False, "the learning rate"),
     "lr_end": (0, False, math.inf, False, "the final learning rate"),
+    "lr_drop_to": (0, False, math.inf, False, "the learning rate after the drop"),
     "max_grad_norm": (0, False, math.inf, False, "the gradient clipping norm"),
     "utd_ratio": (0, False, math.inf, False, "the update-to-data ratio"),
     "temperature": (0, False, math.inf, False, "the temperature"),
