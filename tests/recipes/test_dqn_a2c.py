@@ -66,11 +66,13 @@ def test_dqn_lr_drop_at_lowers_the_rate_once_the_training_mean_reaches_it():
                                   init_random_frames=256, eps_frames=2_048,
                                   optim_steps_per_batch=16)  # fmt: skip
     seen, expected, reached = [], [], False
+
     def record():  # after each batch: the rate, and the rate the independent tracker implies
         nonlocal reached
         reached |= len(episodes.history) >= 10 and episodes.running_mean() >= 30.0
         seen.append(trainer.optimizer.param_groups[0]["lr"])
         expected.append(1e-4 if reached else 1e-3)
+
     trainer.register_op("post_steps", record)
     trainer.train()
     assert seen == expected
