@@ -233,3 +233,78 @@ def test_the_trainer_counts_collected_frames_not_the_steps_a_post_processor_hold
     trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
     trainer.train()  # random frames only: fills the buffer
     assert trainer.collected_frames == 60 and len(replay_buffer_of(trainer)) == 58
+
+
+def test_c51_n_step_target_discounts_each_window_by_gamma_to_its_length():
+    from torchrl_lite.modules import DistributionalQValueActor
+    from torchrl_lite.objectives import DistributionalDQNLoss
+
+    g = torch.Generator().manual_seed(3)
+    n, flag = 12, torch.zeros(12, 1, dtype=torch.bool)
+    steps = torch.tensor([1, 2, 3] * 4).reshape(n, 1)  # windows cut by episode ends are shorter
+    batch = TensorDict(
+        {"observation": torch.randn(n, 3, generator=g),
+         "action": torch.randint(0, 2, (n,), generator=g), "steps_to_next_obs": steps,
+         "next": {"observation": torch.randn(n, 3, generator=g),
+                  "reward": torch.randn(n, 1, generator=g), "done": flag, "terminated": flag}},
+        batch_size=[n],
+    )  # fmt: skip
+
+    def loss(gamma):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(3, 5 * 2), torch.nn.Unflatten(-1, (5, 2)))
+        actor = DistributionalQValueActor(
+            net, support=torch.linspace(-2, 2, 5), action_space="categorical"
+        )
+        return DistributionalDQNLoss(actor, gamma=gamma)
+
+    got = batch.clone()
+    loss(0.9)(got)
+    for k in (1, 2, 3):  # each sample as the one-step loss with gamma ** k scores it
+        ref = batch.exclude("steps_to_next_obs")
+        loss(0.9**k)(ref)
+        rows = steps.flatten() == k
+        torch.testing.assert_close(got["td_error"][rows], ref["td_error"][rows])
+    plain = batch.exclude("steps_to_next_obs")
+    loss(0.9)(plain)
+    assert not torch.allclose(got["td_error"], plain["td_error"])
+    with pytest.raises(
+        ValueError, match=r"'steps_to_next_obs' has shape \[12\]; expected \[12, 1\]"
+    ):
+        loss(0.9)(batch.clone().set("steps_to_next_obs", steps.flatten()))
+
+
+@pytest.mark.parametrize("name", ["TD1Estimator", "TDLambdaEstimator", "GAE"])
+def test_multi_step_estimators_refuse_n_step_windows_and_accept_one_step_ones(name):
+    from torchrl_lite.objectives import value
+
+    kwargs = {"gamma": 0.9} if name == "TD1Estimator" else {"gamma": 0.9, "lmbda": 0.8}
+    critic = TensorDictModule(torch.nn.Linear(1, 1), ["observation"], ["state_value"])
+    estimator = getattr(value, name)(value_network=critic, **kwargs)
+    td = _trajectory(steps=9)
+    reference = estimator.value_estimate(td.clone())
+    ones = td.clone().set("steps_to_next_obs", torch.ones(9, 1, dtype=torch.long))
+    torch.testing.assert_close(estimator.value_estimate(ones), reference)
+    windows = MultiStep(0.9, 2)(td.clone())
+    with pytest.raises(ValueError, match=rf"{name}: the batch holds n-step transitions "
+                       r"\('steps_to_next_obs' up to 3, from MultiStep\).*Use TD0Estimator"):  # fmt: skip
+        estimator.value_estimate(windows)
+
+
+def test_td0_n_step_discount_is_per_call_when_threads_share_the_estimator():
+    from concurrent.futures import ThreadPoolExecutor
+
+    critic = TensorDictModule(torch.nn.Linear(1, 1), ["observation"], ["state_value"])
+    estimator = TD0Estimator(gamma=0.9, value_network=critic)
+    batches = [_trajectory(steps=64, seed=s).set("steps_to_next_obs", torch.full((64, 1), k))
+               for s, k in enumerate([1, 2, 3, 4] * 2)]  # fmt: skip
+    expected = [estimator.value_estimate(b.clone()) for b in batches]
+
+    def estimate(i):
+        return [estimator.value_estimate(batches[i].clone()) for _ in range(50)]
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(estimate, range(8)))
+    for want, got in zip(expected, results):
+        for value in got:
+            torch.testing.assert_close(value, want)

@@ -48,6 +48,7 @@ class _DQNKeys:
     reward: str | tuple = K.REWARD
     done: str | tuple = K.DONE
     terminated: str | tuple = K.TERMINATED
+    steps_to_next_obs: str | tuple = "steps_to_next_obs"
 
 
 def _values_net(network: TensorDictModuleBase, head_type: type):
@@ -278,7 +279,9 @@ class DistributionalDQNLoss(_QLossBase):
 
     The target distribution is that of ``r + gamma * (1 - terminated) * Z'(s', a*)`` with
     ``a*`` maximising the expected value under the target network, projected onto the
-    support (:func:`c51_projection`). Writes the per-sample cross-entropy as
+    support (:func:`c51_projection`); in n-step batches (``"steps_to_next_obs"`` = ``k``,
+    from :class:`~torchrl_lite.data.MultiStep`) the discount is ``gamma ** k``. Writes the
+    per-sample cross-entropy as
     ``"td_error"`` into the input batch and weights by ``"_weight"`` when present.
     Returns ``loss``. Paper: https://arxiv.org/abs/1707.06887.
 
@@ -363,7 +366,16 @@ class DistributionalDQNLoss(_QLossBase):
             next_p = next_p.reshape(-1, n_atoms, n_actions)  # [N, atoms, n]
             best = (next_p * self.support.unsqueeze(-1)).sum(-2).argmax(-1)  # [N]
             next_p_a = next_p.gather(-1, best.reshape(-1, 1, 1).expand(-1, n_atoms, 1))
-            discount = self.gamma * (~terminated.bool()).reshape(-1, 1).to(next_p.dtype)
+            gamma = self.gamma
+            steps = td.get(keys.steps_to_next_obs, None)  # n-step windows (MultiStep)
+            if steps is not None:
+                if steps.shape != reward.shape:
+                    raise _LossValueError(
+                        f"DistributionalDQNLoss: {keys.steps_to_next_obs!r} has shape "
+                        f"{list(steps.shape)}; expected {list(reward.shape)}."
+                    )
+                gamma = self.gamma ** steps.reshape(-1, 1).to(next_p.dtype)
+            discount = gamma * (~terminated.bool()).reshape(-1, 1).to(next_p.dtype)
             target = c51_projection(
                 next_p_a.squeeze(-1), self.support, reward.reshape(-1, 1), discount
             )

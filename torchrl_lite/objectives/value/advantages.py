@@ -105,9 +105,28 @@ class ValueEstimatorBase(nn.Module):
     # -- the contract ----------------------------------------------------------------
     _multi_step = True  # returns over several steps need the batch's time order
 
-    def _compute(self, value, next_value, reward, done, terminated):
-        """``(advantage, value_target)`` from ``[*batch, T, 1]`` tensors."""
+    def _compute(self, gamma, value, next_value, reward, done, terminated):
+        """``(advantage, value_target)`` from ``[*batch, T, 1]`` tensors; ``gamma`` is this
+        batch's discount (:meth:`_discount`)."""
         raise NotImplementedError(f"{type(self).__name__} must implement _compute")
+
+    def _discount(self, steps):
+        """The discount of a batch whose ``"steps_to_next_obs"`` is ``steps`` (or None).
+
+        Returns over several steps chain consecutive transitions; n-step windows
+        (:class:`~torchrl_lite.data.MultiStep`) overlap, so chaining them would count
+        rewards more than once: refused. :class:`TD0Estimator` bootstraps each window.
+        """
+        if steps is not None and bool((steps != 1).any()):  # one host sync, n-step only
+            name = type(self).__name__
+            raise ValueError(
+                f"{name}: the batch holds n-step transitions ('steps_to_next_obs' up to "
+                f"{int(steps.max())}, from MultiStep); {name} chains consecutive "
+                f"transitions, which would count the overlapping windows' rewards more "
+                f"than once. Use TD0Estimator (it bootstraps each window with gamma ** k), "
+                f"or collect without MultiStep."
+            )
+        return self.gamma
 
     _target_needs_value = False  # True when the target depends on V(s) (GAE)
 
@@ -212,13 +231,23 @@ class ValueEstimatorBase(nn.Module):
             done = done != 0
         if terminated is not None and terminated.dtype != torch.bool:
             terminated = terminated != 0
+        steps = td.get(keys.steps_to_next_obs, None)
+        if steps is not None and steps.shape != (*td.batch_size, 1):
+            raise ValueError(
+                f"{type(self).__name__}: {keys.steps_to_next_obs!r} has shape "
+                f"{list(steps.shape)} but the batch is {list(td.batch_size)}; expected "
+                f"{[*td.batch_size, 1]}."
+            )
+        gamma = self._discount(steps)  # a local: one estimator may serve several threads
+        if isinstance(gamma, torch.Tensor):
+            gamma = gamma.to(device=reward.device, dtype=reward.dtype)
         if self._multi_step and first_call(self, "trajectory"):  # once: shuffled is no trajectory
             warn_if_not_trajectory(type(self).__name__, td, done)
         with torch.set_grad_enabled(self.differentiable and torch.is_grad_enabled()):
             value, next_value = self._values(td, need_value, next_value)
             if self.average_rewards:
                 reward = _standardise(reward, 1e-5)
-            return self._compute(value, next_value, reward, done, terminated)
+            return self._compute(gamma, value, next_value, reward, done, terminated)
 
     def _get(self, td: TensorDictBase, key, field: str, hint: str | None = None):
         value = td.get(key, None)
@@ -348,25 +377,10 @@ class TD0Estimator(ValueEstimatorBase):
         super().__init__(value_network=value_network, **kwargs)
         self.gamma = _check_factor(type(self).__name__, "gamma", gamma, low_open=True)
 
-    def _estimate(self, td: TensorDictBase, need_value: bool, next_value=None):
-        steps = td.get(self.tensor_keys.steps_to_next_obs, None)
-        if steps is not None and steps.shape != (*td.batch_size, 1):
-            raise ValueError(
-                f"TD0Estimator: {self.tensor_keys.steps_to_next_obs!r} has shape "
-                f"{list(steps.shape)} but the batch is {list(td.batch_size)}; expected "
-                f"{[*td.batch_size, 1]}."
-            )
-        # the discount of this batch's bootstrap, read by _compute (same call)
-        self._discount = self.gamma if steps is None else self.gamma ** steps.to(torch.float32)
-        try:
-            return super()._estimate(td, need_value, next_value)
-        finally:
-            self._discount = self.gamma
+    def _discount(self, steps):
+        return self.gamma if steps is None else self.gamma ** steps.to(torch.float32)
 
-    def _compute(self, value, next_value, reward, done, terminated):
-        gamma = getattr(self, "_discount", self.gamma)
-        if isinstance(gamma, torch.Tensor):
-            gamma = gamma.to(device=reward.device, dtype=reward.dtype)
+    def _compute(self, gamma, value, next_value, reward, done, terminated):
         target = td0_return_estimate(gamma, next_value, reward, terminated, done=done)
         return (None if value is None else target - value), target
 
@@ -396,9 +410,9 @@ class TD1Estimator(ValueEstimatorBase):
         self.gamma = _check_factor(type(self).__name__, "gamma", gamma, low_open=True)
         self.vectorized = vectorized
 
-    def _compute(self, value, next_value, reward, done, terminated):
+    def _compute(self, gamma, value, next_value, reward, done, terminated):
         fn = vec_td1_return_estimate if self.vectorized else td1_return_estimate
-        target = fn(self.gamma, next_value, reward, done, terminated)
+        target = fn(gamma, next_value, reward, done, terminated)
         return (None if value is None else target - value), target
 
 
@@ -430,9 +444,9 @@ class TDLambdaEstimator(ValueEstimatorBase):
         self.lmbda = _check_factor(type(self).__name__, "lmbda", lmbda, low_open=False)
         self.vectorized = vectorized
 
-    def _compute(self, value, next_value, reward, done, terminated):
+    def _compute(self, gamma, value, next_value, reward, done, terminated):
         fn = vec_td_lambda_return_estimate if self.vectorized else td_lambda_return_estimate
-        target = fn(self.gamma, self.lmbda, next_value, reward, done, terminated)
+        target = fn(gamma, self.lmbda, next_value, reward, done, terminated)
         return (None if value is None else target - value), target
 
 
@@ -481,13 +495,13 @@ class GAE(ValueEstimatorBase):
         self.average_gae = average_gae
         self.vectorized = vectorized
 
-    def _compute(self, value, next_value, reward, done, terminated):
+    def _compute(self, gamma, value, next_value, reward, done, terminated):
         fn = (
             vec_generalized_advantage_estimate
             if self.vectorized
             else generalized_advantage_estimate
         )
-        advantage, target = fn(self.gamma, self.lmbda, value, next_value, reward, done, terminated)
+        advantage, target = fn(gamma, self.lmbda, value, next_value, reward, done, terminated)
         if self.average_gae:
             advantage = _standardise(advantage, 1e-4)
         return advantage, target
