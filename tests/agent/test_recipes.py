@@ -79,3 +79,52 @@ def test_unknown_or_unsupported_recipe():
     cfg = dataclasses.replace(config_for(get_recipe("dqn")), pixels=True)
     with pytest.raises(ValueError, match="pixels=true is not available on the Scheme path"):
         factories_from_recipe("dqn", cfg)
+
+
+@pytest.mark.parametrize("name", ["dqn", "sac"])
+def test_n_step_recipes_replay_n_step_windows_on_the_scheme_path(name):
+    cfg = config_for(get_recipe(name), n_step=3, gamma=0.9)
+    factories = factories_from_recipe(name, cfg)
+    actor = factories["actor_factory"]("cpu")
+    algorithm = factories["algo_factory"]("cpu", actor)
+    buffer = factories["storage_factory"]("cpu", actor, algorithm)
+    assert (type(buffer).__name__, buffer.n_step, algorithm.n_step) == ("NStepReplayBuffer", 3, 3)
+    estimator = algorithm.loss_module.value_estimator  # bootstraps over the 3-step window
+    assert estimator.gamma == pytest.approx(0.9**3)
+    one_step = factories_from_recipe(name, config_for(get_recipe(name)))["storage_factory"]
+    assert one_step.cls.__name__ == "ReplayBuffer"
+
+
+def test_scheme_factories_carry_the_recipes_options():
+    sac = factories_from_recipe("sac", config_for(get_recipe("sac"), alpha_init=0.2))
+    actor = sac["actor_factory"]("cpu")
+    alpha = sac["algo_factory"]("cpu", actor).loss_module.log_alpha.exp()
+    torch.testing.assert_close(alpha, torch.tensor(0.2))
+    recipe = get_recipe("ppo")
+    cfg = config_for(recipe, use_sde=True, sde_sample_freq=8, init_log_std=-1.0,
+                     recompute_advantage=False)  # fmt: skip
+    ppo = factories_from_recipe("ppo", cfg)
+    torch.manual_seed(0)
+    actor = ppo["actor_factory"]("cpu")
+    torch.manual_seed(0)
+    policy, _ = recipe.make_actor_critic(cfg, recipe.make_train_env(cfg))
+    ours = dict(actor.policy.named_parameters())
+    theirs = dict(policy.named_parameters())
+    assert [p.shape for p in ours.values()] == [p.shape for p in theirs.values()]
+    assert any(torch.all(p == -1.0) for p in ours.values())  # gSDE's log-sigma at init_log_std
+    buffer = ppo["storage_factory"]("cpu", actor, ppo["algo_factory"]("cpu", actor))
+    assert buffer.recompute_each_epoch is False
+
+
+@pytest.mark.parametrize("name, setting, match", [
+    ("sac", {"loss_function": "l2"}, r"loss_function='l2' \(the critic's loss\) is not available"),
+    ("sac", {"init": "orthogonal"}, r"init='orthogonal' \(the weight initialisation\)"),
+    ("sac", {"action_repeat": 2}, r"action_repeat=2 \(repeated actions\)"),
+    ("dqn", {"lr_end": 1e-5}, r"lr_end=1e-05 \(a learning-rate decay\)"),
+    ("dqn", {"lr_drop_at": 300.0}, r"lr_drop_at=300.0 \(a learning-rate drop\) is not available "
+                                   r"on the Scheme path; .* or leave lr_drop_at at None"),
+])  # fmt: skip
+def test_settings_the_scheme_path_lacks_are_refused(name, setting, match):
+    cfg = config_for(get_recipe(name), **setting)
+    with pytest.raises(ValueError, match=match):
+        factories_from_recipe(name, cfg)

@@ -4,7 +4,11 @@ The same networks, hyperparameters and env settings as ``torchrl-lite train ALGO
 (``make_trainer``), in seed 000's components, so the CLI's ``--col-workers`` /
 ``--grad-workers`` path trains what the single-process path trains. Unit mapping: a
 recipe's ``frames_per_batch`` over ``num_envs`` copies is ``num_envs`` envs x
-``frames_per_batch / num_envs`` steps per round.
+``frames_per_batch / num_envs`` steps per round. ``n_step > 1`` replays n-step windows
+(``NStepReplayBuffer``: windows cut by a time limit or a round's end are dropped, where the
+recipe's ``MultiStep`` carries them over). A setting the Scheme path does not implement
+(pixels, SAC's ``loss_function`` / ``init`` / ``action_repeat``, DQN's ``lr_end`` /
+``lr_drop_at``) is refused with ``ValueError`` when set away from the recipe's default.
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 
+import gymnasium
+
 from torchrl_lite.agent.actors import OffPolicyActor, OnPolicyActor
 from torchrl_lite.agent.algos import A2C, DDPG, DDQN, PPO, SAC, TD3
 from torchrl_lite.agent.env import VecEnv
-from torchrl_lite.agent.storages import GAEBuffer, ReplayBuffer
+from torchrl_lite.agent.storages import GAEBuffer, NStepReplayBuffer, ReplayBuffer
 from torchrl_lite.envs import (
     dmc_test_env_factory,
     dmc_train_env_factory,
@@ -51,6 +57,29 @@ def _steps(cfg, num_envs: int) -> int:
     return max(1, cfg.frames_per_batch // max(1, num_envs))
 
 
+def _refuse(cfg, fields: dict[str, str]) -> None:
+    """Refuse a setting the Scheme path does not train with (``fields``: name -> what it
+    does), when ``cfg`` sets it away from the recipe's default: ignoring it would train
+    something else than the user asked for."""
+    default = type(cfg)()
+    for name, what in fields.items():
+        value = getattr(cfg, name)
+        if value != getattr(default, name):
+            raise ValueError(
+                f"factories_from_recipe: {name}={value!r} ({what}) is not available on the "
+                f"Scheme path; train without --col-workers/--grad-workers, or leave {name} "
+                f"at {getattr(default, name)!r}."
+            )
+
+
+def _replay_factory(cfg):
+    """The replay storage: n-step windows when the recipe's ``n_step`` asks for them."""
+    n_step = getattr(cfg, "n_step", 1)
+    if n_step > 1:
+        return NStepReplayBuffer.create_factory(size=cfg.buffer_size, n_step=n_step)
+    return ReplayBuffer.create_factory(size=cfg.buffer_size)
+
+
 class _RecipeA2CActor:
     """The A2C recipe's networks (observation statistics from a seeded random rollout of
     the recipe's env), as an ``OnPolicyActor`` (picklable factory)."""
@@ -77,6 +106,9 @@ def _ppo(cfg):
     num_envs = cfg.num_envs
     train, test, act, obs = _envs(cfg, num_envs)
     hidden = {"hidden_sizes": (cfg.hidden, cfg.hidden)}
+    policy = {"log_std_init": cfg.init_log_std}
+    if cfg.use_sde and isinstance(act, gymnasium.spaces.Box):  # the recipe: Box actions only
+        policy.update(use_sde=True, sde_sample_freq=cfg.sde_sample_freq)
     return dict(
         algo_factory=PPO.create_factory(
             lr=cfg.lr,
@@ -88,8 +120,14 @@ def _ppo(cfg):
             mini_batch_size=cfg.mini_batch_size,
             gamma=cfg.gamma,
         ),  # fmt: skip
-        actor_factory=OnPolicyActor.create_factory(obs, act, feature_extractor_kwargs=hidden),
-        storage_factory=GAEBuffer.create_factory(size=_steps(cfg, num_envs), gae_lambda=cfg.lmbda),
+        actor_factory=OnPolicyActor.create_factory(
+            obs, act, feature_extractor_kwargs=hidden, **policy
+        ),
+        storage_factory=GAEBuffer.create_factory(
+            size=_steps(cfg, num_envs),
+            gae_lambda=cfg.lmbda,
+            recompute_each_epoch=cfg.recompute_advantage,
+        ),
         train_envs_factory=train,
         test_envs_factory=test,
     )
@@ -135,8 +173,9 @@ def _a2c(cfg):
     )
 
 
-def _off_policy(name: str, algo_cls, extra):
+def _off_policy(name: str, algo_cls, extra, refused: dict | None = None):
     def build(cfg):
+        _refuse(cfg, refused or {})
         num_envs = getattr(cfg, "num_envs", 1)
         train, test, act, obs = _envs(cfg, num_envs)
         updates = getattr(cfg, "optim_steps_per_batch", None)
@@ -152,7 +191,7 @@ def _off_policy(name: str, algo_cls, extra):
             actor_factory=OffPolicyActor.create_factory(
                 obs, act, algorithm_name=name, hidden=cfg.hidden
             ),
-            storage_factory=ReplayBuffer.create_factory(size=cfg.buffer_size),
+            storage_factory=_replay_factory(cfg),
             train_envs_factory=train,
             test_envs_factory=test,
         )
@@ -163,7 +202,16 @@ def _off_policy(name: str, algo_cls, extra):
 SCHEME_ALGOS = {
     "ppo": _ppo,
     "a2c": _a2c,
-    "sac": _off_policy("SAC", SAC, lambda c: {"polyak": 1 - c.tau}),
+    "sac": _off_policy(
+        "SAC",
+        SAC,
+        lambda c: {"polyak": 1 - c.tau, "initial_alpha": c.alpha_init},
+        {
+            "loss_function": "the critic's loss",
+            "init": "the weight initialisation",
+            "action_repeat": "repeated actions",
+        },
+    ),
     "td3": _off_policy(
         "TD3",
         TD3,
@@ -191,6 +239,7 @@ SCHEME_ALGOS = {
                 1, c.eps_frames * c.optim_steps_per_batch // c.frames_per_batch
             ),
         },
+        {"lr_end": "a learning-rate decay", "lr_drop_at": "a learning-rate drop"},
     ),  # fmt: skip
 }
 """Recipes the Scheme path runs (the offline ones, REDQ, CQL, IQL and TD3+BC, do not)."""
