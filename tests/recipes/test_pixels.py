@@ -155,6 +155,16 @@ def test_ppo_shared_encoder_is_one_trunk_trained_by_both_losses(env_id):
     env.close()
 
 
+@pytest.mark.parametrize("setting", ["pad=8", "feature_dim=32", "conv_strides=2,1,1",
+                                     "grayscale=false"])  # fmt: skip
+def test_sac_pixel_settings_without_pixels_are_refused(setting):
+    recipe = get_recipe("sac")
+    name, _, value = setting.partition("=")
+    cfg = apply_overrides(config_for(recipe), {name: value})
+    with pytest.raises(ValueError, match=rf"sac: {name}=.* needs pixels=true \(Pendulum-v1"):
+        recipe.make_trainer(cfg, progress_bar=False)
+
+
 def test_ppo_shared_encoder_bad_inputs_are_clear_errors():
     recipe = get_recipe("ppo")
     env = make_env("Pendulum-v1", seed=0)

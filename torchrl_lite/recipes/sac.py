@@ -146,6 +146,14 @@ def _env_kwargs(cfg: Config) -> dict:
 
 
 def make_train_env(cfg: Config):
+    if not cfg.pixels:  # settings of the encoder and the augmentation would be ignored
+        default = Config()
+        for name in ("pad", "feature_dim", "conv_strides", "grayscale"):
+            if getattr(cfg, name) != getattr(default, name):
+                raise ValueError(
+                    f"sac: {name}={getattr(cfg, name)!r} sets the pixel encoder or its "
+                    f"augmentation; it needs pixels=true ({cfg.env} observes the state)."
+                )
     env = make_env(cfg.env, seed=cfg.seed, pixels=cfg.pixels, **_env_kwargs(cfg))
     check_action_kind(env, ACTIONS, "SAC")
     return env
