@@ -269,6 +269,21 @@ def test_sac_pixel_options_reach_the_loss_encoder_and_env():
     env.close()
 
 
+@pytest.mark.dm_control
+def test_sac_pixels_k_m_copies_move_the_shift_from_the_buffer_into_the_loss():
+    pytest.importorskip("dm_control")
+    recipe, cfg = _tiny_sac_pixels(
+        16, target_augs="2", q_augs="2", pad="3", init_random_frames="8", batch_size="4"
+    )
+    trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
+    loss = trainer.loss_module
+    assert (loss.num_target_augs, loss.num_q_augs, loss.augment.__self__.pad) == (2, 2, 3)
+    assert replay_buffer_of(trainer).transform is None  # unshifted samples reach the loss
+    trainer.train()  # 8 agent steps of updates: the loss runs on real samples
+    assert trainer.collected_frames == 16
+    trainer.collector.shutdown() if hasattr(trainer.collector, "shutdown") else None
+
+
 def test_sac_pixel_conv_strides_must_be_three_positive_ints():
     recipe = get_recipe("sac")
     cfg = config_for(recipe, "dm_control/cartpole-swingup", pixels=True, conv_strides=(2, 1))

@@ -72,6 +72,10 @@ def _refuse(cfg, fields: dict[str, str]) -> None:
             )
 
 
+_PIXEL_ONLY = ("pad", "feature_dim", "conv_strides", "grayscale", "target_augs", "q_augs")
+"""SAC's settings of the pixel encoder and its augmentation."""
+
+
 def _replay_factory(cfg):
     """The replay storage: n-step windows when the recipe's ``n_step`` asks for them."""
     n_step = getattr(cfg, "n_step", 1)
@@ -210,6 +214,7 @@ SCHEME_ALGOS = {
             "loss_function": "the critic's loss",
             "init": "the weight initialisation",
             "action_repeat": "repeated actions",
+            **dict.fromkeys(_PIXEL_ONLY, "a pixel setting"),
         },
     ),
     "td3": _off_policy(

@@ -13,6 +13,13 @@ With ``z = f(o)`` the online encoder's features of the (augmented) observation a
   detached, so the actor never moves the encoder (nor the Q-networks);
 - ``f'`` follows ``f`` with the same ``SoftUpdate`` as the target Q-networks.
 
+With ``augment`` (e.g. a ``RandomShift``), the loss augments the images itself, as the
+paper's DrQ does with ``K`` and ``M``: the critic target is the mean of the soft values of
+``K`` independently augmented copies of the next observation (``num_target_augs``), and
+the critic loss the mean over ``M`` augmented copies of the observation (``num_q_augs``),
+all against that one target; the actor and the temperature use the first copy. Without
+``augment`` the batch's images are used as they are (augment them in the replay buffer).
+
 Shapes: observations ``[*B, C, H, W]`` (uint8 or float; the encoder scales them), features
 ``[*B, F]``.
 """
@@ -42,6 +49,14 @@ class DrQLoss(LossModule):
             ``"action"``); it keeps its own target Q-networks.
         pixels_key: the image entry read at the root and under ``"next"``.
         feature_key: the feature entry the actor and the Q-networks read.
+        augment: a callable drawing an augmented copy of images ``[*B, C, H, W]`` (e.g.
+            ``RandomShift(4)``, whose ``augment`` method is used), or None.
+        num_target_augs: DrQ's ``K``: augmented next observations per target (needs
+            ``augment``).
+        num_q_augs: DrQ's ``M``: augmented observations per critic loss (needs ``augment``).
+
+    A prioritized buffer's importance weights (``"_weight"``) weight the critic loss, and
+    the per-sample ``"td_error"`` is written into the input batch.
 
     Example:
         >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
@@ -70,13 +85,26 @@ class DrQLoss(LossModule):
         *,
         pixels_key: str = K.PIXELS,
         feature_key: str = "features",
+        augment=None,
+        num_target_augs: int = 1,
+        num_q_augs: int = 1,
     ):
         super().__init__()
         if not isinstance(sac_loss, SACLoss):
             raise TypeError(f"DrQLoss: sac_loss must be a SACLoss, got {type(sac_loss).__name__}.")
+        for name, value in (("num_target_augs", num_target_augs), ("num_q_augs", num_q_augs)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"DrQLoss: {name} must be an int >= 1, got {value!r}.")
+        if augment is None and (num_target_augs, num_q_augs) != (1, 1):
+            raise ValueError(
+                f"DrQLoss: num_target_augs={num_target_augs}, num_q_augs={num_q_augs} need "
+                "augment= (e.g. RandomShift(4)): copies of unaugmented images are all equal."
+            )
         self.register_network("encoder", encoder, create_target=True)
         self.sac_loss = sac_loss
         self.pixels_key, self.feature_key = pixels_key, feature_key
+        self.augment = getattr(augment, "augment", augment)  # a RandomShift, or a function
+        self.num_target_augs, self.num_q_augs = num_target_augs, num_q_augs
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         """The target encoder's pair, then the SAC loss's (target Q-networks)."""
@@ -90,14 +118,20 @@ class DrQLoss(LossModule):
     def out_keys(self) -> list:
         return self.sac_loss.out_keys
 
-    def _features_td(self, td: TensorDictBase, z: torch.Tensor, z_next: torch.Tensor):
+    def _features_td(self, td: TensorDictBase, z: torch.Tensor, z_next: torch.Tensor | None):
+        """The SAC loss's batch: features instead of images (``z_next`` None: no "next"
+        features); the action, the next step's flags, the n-step counts and the
+        importance weights as in ``td``."""
         nxt = td.get(K.NEXT)
         entries = {k: nxt.get(k) for k in _NEXT_KEYS if k in nxt.keys()}
-        entries[self.feature_key] = z_next
+        if z_next is not None:
+            entries[self.feature_key] = z_next
         root = {self.feature_key: z, K.ACTION: td.get(K.ACTION), K.NEXT: entries}
-        steps = td.get(_STEPS, None)  # n-step batches (MultiStep): the bootstrap's discount
-        if steps is not None:
-            root[_STEPS] = steps
+        # n-step batches (MultiStep): the bootstrap's discount; a prioritized buffer's weights
+        for key in (_STEPS, self.sac_loss.tensor_keys.priority_weight):
+            value = td.get(key, None)
+            if value is not None:
+                root[key] = value
         return TensorDict(root, batch_size=td.batch_size)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
@@ -110,6 +144,8 @@ class DrQLoss(LossModule):
                 f"DrQLoss: the batch has no {missing!r} entry (keys: "
                 f"{sorted(map(str, tensordict.keys(True, True)))}); pass pixels_key=..."
             )
+        if self.augment is not None:
+            return self._forward_augmented(tensordict, pixels, next_pixels)
         z = self.encoder(pixels)  # [*B, F], trained by the critic loss
         with torch.no_grad():
             z_next = self.target_encoder(next_pixels)  # [*B, F]
@@ -118,7 +154,39 @@ class DrQLoss(LossModule):
         # temperature's on sg(z), the critic's on z (its gradient reaches the encoder)
         actor_td = self._features_td(tensordict, z.detach(), z_next)
         _, action, log_prob, q_actor = sac._actor_terms(actor_td, alpha, out)
-        sac._qvalue_terms(self._features_td(tensordict, z, z_next), alpha, out)
+        critic_td = self._features_td(tensordict, z, z_next)
+        sac._qvalue_terms(critic_td, alpha, out)
+        self._priority_back(tensordict, critic_td.get(sac.tensor_keys.priority))
+        sac._alpha_terms(actor_td, action, log_prob, out)
+        if sac.value_network is not None:
+            sac._value_terms(actor_td, alpha, log_prob, q_actor, out)
+        return TensorDict(out, batch_size=[])
+
+    def _priority_back(self, tensordict: TensorDictBase, td_error: torch.Tensor) -> None:
+        tensordict.set(self.sac_loss.tensor_keys.priority, td_error)  # for prioritized replay
+
+    def _forward_augmented(self, tensordict, pixels, next_pixels) -> TensorDict:
+        """DrQ with ``K`` / ``M`` augmented copies (see the module docstring)."""
+        n_k, n_m, batch = self.num_target_augs, self.num_q_augs, tensordict.batch_size
+        obs = self.augment(pixels.expand(n_m, *pixels.shape))  # [M, *B, C, H, W]
+        z = self.encoder(obs)  # [M, *B, F], trained by the critic loss
+        with torch.no_grad():
+            next_obs = self.augment(next_pixels.expand(n_k, *next_pixels.shape))  # [K, *B, ...]
+            z_next = self.target_encoder(next_obs)  # [K, *B, F]
+        sac, alpha, out = self.sac_loss, self.sac_loss._alpha(), {}
+        actor_td = self._features_td(tensordict, z[0].detach(), None)  # the first copy
+        _, action, log_prob, q_actor = sac._actor_terms(actor_td, alpha, out)
+        # the target: the mean over the K copies of the next state's soft value
+        next_td = TensorDict({K.NEXT: {self.feature_key: z_next}}, batch_size=[n_k, *batch])
+        target = sac._bootstrap(actor_td, sac._next_value(next_td, alpha).mean(0))  # [*B, 1]
+        # the critic: each of the M copies against that target
+        copies = self._features_td(tensordict, z[0], None).expand(n_m, *batch).clone(False)
+        copies.set(self.feature_key, z)
+        pred = sac._qvalues(copies)  # [N, M, *B] (or [M, *B])
+        sac._td_terms(copies, pred, target.expand(n_m, *target.shape), out, "loss_qvalue")
+        td_error = copies.get(sac.tensor_keys.priority).mean(0)  # [*B]: mean over copies
+        out["td_error"] = td_error.mean()
+        self._priority_back(tensordict, td_error)
         sac._alpha_terms(actor_td, action, log_prob, out)
         if sac.value_network is not None:
             sac._value_terms(actor_td, alpha, log_prob, q_actor, out)

@@ -40,6 +40,8 @@ _RULES = {
     "target_update_interval": (*_INT_AT_LEAST_1, "the target update interval"),
     "policy_delay": (*_INT_AT_LEAST_1, "the policy delay"),
     "sub_sample_len": (*_INT_AT_LEAST_1, "the Q sub-sample length"),
+    "target_augs": (*_INT_AT_LEAST_1, "the augmented copies per target"),
+    "q_augs": (*_INT_AT_LEAST_1, "the augmented copies per critic loss"),
     "seed": (0, True, math.inf, False, "the seed"),
     "init_random_frames": (0, True, math.inf, False, "random frames before learning"),
     "eps_frames": (0, True, math.inf, False, "the epsilon annealing frames"),

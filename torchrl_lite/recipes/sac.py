@@ -17,8 +17,9 @@ every update), temperature starting at 0.1, 1,000 random agent steps first, one 
 per agent step, 3-step returns (``n_step=3``, from DrQ-v2; DrQ itself uses one-step
 targets, ``n_step=1``). DrQ's settings shrunk to fit two CPU cores: DrQ uses 84x84 RGB,
 3 frames, 4 conv layers of 32 (35x35x32 features, ~7x the convolution cost), batch 512 (4x),
-Q-networks of 2 x 1024, two augmented copies per sample, actor and target updates every
-second step. ``frames`` counts agent steps: with ``action_repeat=8``, DrQ's 100k env steps
+Q-networks of 2 x 1024, two augmented copies per sample (an option here:
+``target_augs=2 q_augs=2``, DrQ's K and M; not measured yet), actor and target updates
+every second step. ``frames`` counts agent steps: with ``action_repeat=8``, DrQ's 100k env steps
 are ``frames=12_500``. Measured on the 2-core machine, one torch thread, otherwise quiet:
 0.024 s per agent step of the env (8 physics steps, 64x64 EGL render: 0.018 s, and
 preprocessing), 0.17-0.21 s per update, ~0.25 s per agent step in training (~50 min per
@@ -134,6 +135,13 @@ class Config:
     init: str = "default"
     """Weight init: ``"default"`` (PyTorch's) or ``"orthogonal"`` (DrQ's, see
     :func:`orthogonal_init_`)."""
+    target_augs: int = 1
+    """DrQ's ``K``: randomly shifted copies of the next frames averaged in each critic
+    target (pixels only; DrQ uses 2). Above 1 (or with ``q_augs > 1``) the loss shifts the
+    sampled images itself instead of the replay buffer."""
+    q_augs: int = 1
+    """DrQ's ``M``: randomly shifted copies of the frames in each critic loss (pixels only;
+    DrQ uses 2)."""
 
 
 def _env_kwargs(cfg: Config) -> dict:
@@ -148,7 +156,7 @@ def _env_kwargs(cfg: Config) -> dict:
 def make_train_env(cfg: Config):
     if not cfg.pixels:  # settings of the encoder and the augmentation would be ignored
         default = Config()
-        for name in ("pad", "feature_dim", "conv_strides", "grayscale"):
+        for name in ("pad", "feature_dim", "conv_strides", "grayscale", "target_augs", "q_augs"):
             if getattr(cfg, name) != getattr(default, name):
                 raise ValueError(
                     f"sac: {name}={getattr(cfg, name)!r} sets the pixel encoder or its "
@@ -315,7 +323,14 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     policy = actor
     transform = None
     if cfg.pixels:
-        loss = DrQLoss(encoder, loss, pixels_key=PIXELS_STACK, feature_key=FEATURES)
+        shift = RandomShift(cfg.pad, in_keys=[PIXELS_STACK, ("next", PIXELS_STACK)])
+        if (cfg.target_augs, cfg.q_augs) == (1, 1):  # one shift per sample: in the buffer
+            loss = DrQLoss(encoder, loss, pixels_key=PIXELS_STACK, feature_key=FEATURES)
+            transform = shift
+        else:  # K / M copies: the loss draws them
+            loss = DrQLoss(encoder, loss, pixels_key=PIXELS_STACK, feature_key=FEATURES,
+                           augment=shift, num_target_augs=cfg.target_augs,
+                           num_q_augs=cfg.q_augs)  # fmt: skip
         # the conv features stay inside the policy: stored, they would add 5408 floats
         # (21 KiB, more than half the two uint8 stacks) to every transition in the buffer
         policy = TensorDictSequential(
@@ -323,7 +338,6 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
             actor,
             selected_out_keys=list(actor.out_keys),
         )
-        transform = RandomShift(cfg.pad, in_keys=[PIXELS_STACK, ("next", PIXELS_STACK)])
     if cfg.init not in ("default", "orthogonal"):
         raise ValueError(f"init must be 'default' or 'orthogonal', got {cfg.init!r}.")
     if cfg.init == "orthogonal":

@@ -75,6 +75,10 @@ class _RandomImageTransform(Transform):
             self._check_size(key, shape[-2], shape[-1])
 
     def _apply_transform(self, x):
+        return self.augment(x)
+
+    def augment(self, x: torch.Tensor) -> torch.Tensor:
+        """Augmented copies of the images ``x`` ``[*B, C, H, W]`` (one draw per image)."""
         if x.dim() < 3:
             raise ValueError(
                 f"{type(self).__name__}: images are [..., C, H, W], got shape {list(x.shape)}."
