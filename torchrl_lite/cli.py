@@ -149,7 +149,12 @@ def _check_scheme_resume_overrides(saved, cfg, typed: dict[str, str]) -> None:
 def _check_options(args) -> None:
     """Range-check the command's own options before anything runs."""
     rules = {  # option -> (attribute, lowest allowed value)
-        "train": [("--frames", "frames", 1), ("--seed", "seed", 0)],
+        "train": [
+            ("--frames", "frames", 1),
+            ("--seed", "seed", 0),
+            ("--eval-every", "eval_every", 1),
+            ("--eval-episodes", "eval_episodes", 1),
+        ],
         "eval": [("--episodes", "episodes", 1)],
         "dataset": [("--frames", "frames", 1), ("--seed", "seed", 0), ("--noise", "noise", 0)],
         "demo": [("--num-envs", "num_envs", 0), ("--steps", "steps", 1), ("--seed", "seed", 0)],
@@ -182,6 +187,39 @@ def _from_json(value):
     return tuple(value) if isinstance(value, list) else value
 
 
+def _evaluation_options(args, out: Path, offline: bool, scheme) -> dict | None:
+    """``{"every": frames, "episodes": n}`` of ``--eval-every`` / ``--eval-episodes`` (a
+    resumed run keeps its saved ones unless given again), or None."""
+    saved = json.loads(_config_path(out).read_text()).get("evaluation") if args.resume else None
+    if args.eval_every is None and args.eval_episodes is None:
+        return saved
+    if args.eval_every is None and saved is None:
+        raise ValueError("--eval-episodes needs --eval-every FRAMES (how often to evaluate).")
+    if offline:
+        raise ValueError(
+            "--eval-every: offline recipes already evaluate the policy every eval_interval "
+            "gradient steps (set eval_interval=... and eval_episodes=... instead)."
+        )
+    if scheme is not None:
+        raise ValueError(
+            "--eval-every is not available with --col-workers/--grad-workers (the Scheme "
+            "path); evaluate the saved run with torchrl-lite eval."
+        )
+    options = dict(saved or {"episodes": 5})
+    if args.eval_every is not None:
+        options["every"] = args.eval_every
+    if args.eval_episodes is not None:
+        options["episodes"] = args.eval_episodes
+    return options
+
+
+def _write_evaluations(path: Path, history) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["frames", "mean_return", "std_return"])
+        writer.writerows(history)
+
+
 def _scheme_options(args, out: Path) -> dict | None:
     """The Scheme options of the flags (or of the resumed run's config.json)."""
     from torchrl_lite.scheme.run import scheme_options
@@ -194,7 +232,7 @@ def _scheme_options(args, out: Path) -> dict | None:
 def train(args) -> dict:
     """Build the recipe, train, write the run folder; returns a summary dict."""
     from torchrl_lite.recipes import config_for, get_recipe
-    from torchrl_lite.recipes.common import EpisodeReturns, apply_overrides
+    from torchrl_lite.recipes.common import EpisodeReturns, PeriodicEvaluation, apply_overrides
     from torchrl_lite.record import get_logger
 
     overrides = _parse_overrides(args.overrides)
@@ -221,6 +259,8 @@ def train(args) -> dict:
     scheme = _scheme_options(args, out)
     if args.resume and scheme is not None:
         _check_scheme_resume_overrides(saved, cfg, typed)
+    offline = getattr(recipe, "OFFLINE", False)  # learns from a dataset: no training episodes
+    evaluation = _evaluation_options(args, out, offline, scheme)
     if scheme is not None:  # distributed: Scheme + Learner, the same run folder
         from torchrl_lite.scheme.run import train_with_scheme
 
@@ -234,19 +274,26 @@ def train(args) -> dict:
     trainer, policy = recipe.make_trainer(
         cfg, checkpoint=out / "checkpoint", progress_bar=not args.quiet
     )
-    offline = getattr(recipe, "OFFLINE", False)  # learns from a dataset: no training episodes
     if offline:  # the returns of periodic evaluation episodes are the learning signal
         episodes = recipe.make_evaluation(cfg, policy, target=target)
     else:
         episodes = EpisodeReturns(window=10, target=target)
     episodes.register(trainer)
+    periodic = None
+    if evaluation is not None:  # the deterministic policy, every `every` frames
+        periodic = PeriodicEvaluation(
+            recipe.make_eval_env(cfg), policy, interval=evaluation["every"],
+            episodes=evaluation["episodes"],
+        )  # fmt: skip
+        periodic.register(trainer)
     unit = "gradient steps" if offline else "frames"
     if args.resume:
         trainer.load(out / "checkpoint")
     out.mkdir(parents=True, exist_ok=True)
-    _config_path(out).write_text(
-        json.dumps({"algo": recipe.ALGO, "config": dataclasses.asdict(cfg)}, indent=2)
-    )
+    run_config = {"algo": recipe.ALGO, "config": dataclasses.asdict(cfg)}
+    if evaluation is not None:
+        run_config["evaluation"] = evaluation
+    _config_path(out).write_text(json.dumps(run_config, indent=2))
     if logger_kind:
         trainer.logger = get_logger(logger_kind, logger_name=str(out), experiment_name="logs")
         trainer.logger.log_hparams(cfg)
@@ -272,6 +319,15 @@ def train(args) -> dict:
         "target": target,
         "solved_at_frames": episodes.solved_at,
     }
+    if periodic is not None:
+        _write_evaluations(out / "evaluations.csv", periodic.history)
+        if periodic.history:
+            frames_at, mean, std = periodic.history[-1]
+            summary["evaluation"] = {
+                "frames": frames_at, "mean_return": mean, "std_return": std,
+                "episodes": evaluation["episodes"],
+                "best_mean_return": max(h[1] for h in periodic.history),
+            }  # fmt: skip
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(
         f"{recipe.ALGO} on {cfg.env}: {summary['frames']} {unit} in {seconds:.0f}s, "
@@ -283,6 +339,12 @@ def train(args) -> dict:
         + (
             f", target {target} reached at {episodes.solved_at} {unit}"
             if episodes.solved_at
+            else ""
+        )
+        + (
+            f"; deterministic evaluation {summary['evaluation']['mean_return']:.1f} "
+            f"+/- {summary['evaluation']['std_return']:.1f}"
+            if "evaluation" in summary
             else ""
         )
         + f"; run folder {out}",
@@ -458,6 +520,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--async-col", action="store_true", help="asynchronous collection")
     p.add_argument("--async-grad", action="store_true", help="asynchronous gradients")
     p.add_argument("--address", default=None, help="Ray cluster address (e.g. auto)")
+    p.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        help="evaluate the deterministic policy every this many frames (evaluations.csv)",
+    )
+    p.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation (5)")
     p.add_argument("overrides", nargs="*", help="config overrides key=value")
     p = sub.add_parser("eval", help="evaluate a trained run deterministically")
     p.add_argument("run", help="run folder written by train")

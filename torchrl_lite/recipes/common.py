@@ -44,6 +44,7 @@ from torchrl_lite.trainers.hooks import TrainerHookBase
 __all__ = [
     "PIXELS_STACK",
     "EpisodeReturns",
+    "PeriodicEvaluation",
     "PixelEncoder",
     "action_kind",
     "env_family",
@@ -457,4 +458,90 @@ class EpisodeReturns(TrainerHookBase):
     def register(self, trainer, name: str = "episode_returns") -> None:
         self._trainer = trainer
         trainer.register_op("pre_steps_log", self)
+        trainer.register_module(name, self)
+
+
+class PeriodicEvaluation(TrainerHookBase):
+    """Evaluate the deterministic policy every ``interval`` collected frames.
+
+    Each evaluation plays ``episodes`` episodes of ``env`` one after the other, each to its
+    end (or ``max_steps`` steps), under ``ExplorationType.DETERMINISTIC`` (the greedy
+    action of a Q-network, the mode of a stochastic actor) and ``torch.no_grad()``, and
+    appends ``(frames, mean return, std)`` to ``history``; it logs ``"eval_return"``. It runs
+    at the first batch past each multiple of ``interval`` and after the last batch; its
+    history is checkpointed. The training episodes (:class:`EpisodeReturns`) act with
+    exploration; this is the policy a user deploys (SB3's ``EvalCallback``).
+
+    Args:
+        env: the evaluation env (not the collector's), e.g. ``recipe.make_eval_env(cfg)``.
+        policy: the policy to evaluate.
+        interval: collected frames between two evaluations.
+        episodes: episodes per evaluation.
+        max_steps: the longest episode.
+
+    Example:
+        >>> env = make_env("Pendulum-v1", seed=0)
+        >>> zero = lambda td: td.set("action", torch.zeros(1))
+        >>> evaluation = PeriodicEvaluation(env, zero, interval=1_000, episodes=2)
+        >>> out = evaluation()  # without a trainer: evaluate now
+        >>> len(evaluation.history), out["eval_return"] < -100
+        (1, True)
+    """
+
+    def __init__(self, env: EnvBase, policy, *, interval: int, episodes: int = 5,
+                 max_steps: int = 10_000):  # fmt: skip
+        for name, value in (("interval", interval), ("episodes", episodes), ("max_steps", max_steps)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"PeriodicEvaluation: {name} must be an int >= 1, got {value!r}.")
+        self.env, self.policy = env, policy
+        self.interval, self.episodes, self.max_steps = interval, episodes, max_steps
+        self.history: list[tuple[int, float, float]] = []
+        self._trainer = None
+
+    def evaluate(self) -> list[float]:
+        """The returns of ``episodes`` deterministic episodes."""
+        from torchrl_lite.envs import ExplorationType, set_exploration_type
+
+        policy = self.policy
+        was_training = isinstance(policy, nn.Module) and policy.training
+        if was_training:
+            policy.eval()
+        returns = []
+        try:
+            with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+                for _ in range(self.episodes):
+                    rollout = self.env.rollout(self.max_steps, policy, break_when_any_done=True)
+                    returns.append(float(rollout.get((K.NEXT, K.REWARD)).sum()))
+        finally:
+            if was_training:
+                policy.train()
+        return returns
+
+    def __call__(self, batch=None) -> dict | None:
+        trainer = self._trainer
+        if trainer is not None:
+            frames = trainer.collected_frames
+            last = self.history[-1][0] if self.history else 0
+            final = frames >= trainer.total_frames
+            if frames // self.interval <= last // self.interval and not final:
+                return None
+            if self.history and frames == last:  # already evaluated at this frame count
+                return None
+        else:
+            frames = len(self.history)
+        returns = self.evaluate()
+        mean = sum(returns) / len(returns)
+        std = math.sqrt(sum((r - mean) ** 2 for r in returns) / len(returns))
+        self.history.append((frames, mean, std))
+        return {"eval_return": mean, "log_pbar": True}
+
+    def state_dict(self) -> dict:
+        return {"history": list(self.history)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history = [tuple(h) for h in state["history"]]
+
+    def register(self, trainer, name: str = "periodic_evaluation") -> None:
+        self._trainer = trainer
+        trainer.register_op("post_steps_log", self)
         trainer.register_module(name, self)
