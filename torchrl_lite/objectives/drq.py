@@ -156,14 +156,12 @@ class DrQLoss(LossModule):
         _, action, log_prob, q_actor = sac._actor_terms(actor_td, alpha, out)
         critic_td = self._features_td(tensordict, z, z_next)
         sac._qvalue_terms(critic_td, alpha, out)
-        self._priority_back(tensordict, critic_td.get(sac.tensor_keys.priority))
+        priority = sac.tensor_keys.priority  # the TD errors, for prioritized replay
+        tensordict.set(priority, critic_td.get(priority))
         sac._alpha_terms(actor_td, action, log_prob, out)
         if sac.value_network is not None:
             sac._value_terms(actor_td, alpha, log_prob, q_actor, out)
         return TensorDict(out, batch_size=[])
-
-    def _priority_back(self, tensordict: TensorDictBase, td_error: torch.Tensor) -> None:
-        tensordict.set(self.sac_loss.tensor_keys.priority, td_error)  # for prioritized replay
 
     def _forward_augmented(self, tensordict, pixels, next_pixels) -> TensorDict:
         """DrQ with ``K`` / ``M`` augmented copies (see the module docstring)."""
@@ -186,7 +184,7 @@ class DrQLoss(LossModule):
         sac._td_terms(copies, pred, target.expand(n_m, *target.shape), out, "loss_qvalue")
         td_error = copies.get(sac.tensor_keys.priority).mean(0)  # [*B]: mean over copies
         out["td_error"] = td_error.mean()
-        self._priority_back(tensordict, td_error)
+        tensordict.set(sac.tensor_keys.priority, td_error)  # for prioritized replay
         sac._alpha_terms(actor_td, action, log_prob, out)
         if sac.value_network is not None:
             sac._value_terms(actor_td, alpha, log_prob, q_actor, out)
