@@ -490,7 +490,11 @@ class PeriodicEvaluation(TrainerHookBase):
 
     def __init__(self, env: EnvBase, policy, *, interval: int, episodes: int = 5,
                  max_steps: int = 10_000):  # fmt: skip
-        for name, value in (("interval", interval), ("episodes", episodes), ("max_steps", max_steps)):
+        for name, value in (
+            ("interval", interval),
+            ("episodes", episodes),
+            ("max_steps", max_steps),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"PeriodicEvaluation: {name} must be an int >= 1, got {value!r}.")
         self.env, self.policy = env, policy
