@@ -285,10 +285,16 @@ def train(args) -> dict:
             recipe.make_eval_env(cfg), policy, interval=evaluation["every"],
             episodes=evaluation["episodes"],
         )  # fmt: skip
+    # a checkpoint holds the hooks it was saved with: one started without evaluations
+    # gets its evaluation hook after loading
+    evaluated_before = args.resume and "evaluation" in json.loads(_config_path(out).read_text())
+    if periodic is not None and (evaluated_before or not args.resume):
         periodic.register(trainer)
     unit = "gradient steps" if offline else "frames"
     if args.resume:
         trainer.load(out / "checkpoint")
+        if periodic is not None and not evaluated_before:
+            periodic.register(trainer)
     out.mkdir(parents=True, exist_ok=True)
     run_config = {"algo": recipe.ALGO, "config": dataclasses.asdict(cfg)}
     if evaluation is not None:

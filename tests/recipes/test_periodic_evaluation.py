@@ -83,6 +83,17 @@ def test_cli_eval_every_writes_evaluations_and_resume_keeps_them(tmp_path):
     assert summary["best_mean_return"] == max(r for _, r in rows)
 
 
+def test_cli_eval_every_can_start_on_resume(tmp_path):
+    out = tmp_path / "dqn"
+    args = ["--quiet", "--logger", "none"]
+    assert main(["train", "dqn", "--frames", "512", "--out", str(out), *args]) == 0
+    assert main(["train", "--resume", str(out), "--frames", "1024", "--eval-every", "256",
+                 "--eval-episodes", "1", *args]) == 0  # fmt: skip
+    assert [f for f, _ in _rows(out / "evaluations.csv")] == [768, 1024]
+    assert main(["train", "--resume", str(out), "--frames", "1280", *args]) == 0  # kept on
+    assert [f for f, _ in _rows(out / "evaluations.csv")] == [768, 1024, 1280]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["train", "dqn", "--eval-every", "0"], "--eval-every 0: must be >= 1"),
     (["train", "dqn", "--eval-episodes", "3"], "--eval-episodes needs --eval-every FRAMES"),
