@@ -8,6 +8,7 @@ import torch
 
 from torchrl_lite.agent import factories_from_recipe
 from torchrl_lite.recipes import config_for, get_recipe
+from torchrl_lite.recipes.common import apply_overrides
 
 KEYS = {
     "algo_factory",
@@ -79,6 +80,10 @@ def test_unknown_or_unsupported_recipe():
     cfg = dataclasses.replace(config_for(get_recipe("dqn")), pixels=True)
     with pytest.raises(ValueError, match="pixels=true is not available on the Scheme path"):
         factories_from_recipe("dqn", cfg)
+    sac = get_recipe("sac")  # with its pixel defaults (action_repeat=8, ...): pixels named
+    cfg = apply_overrides(config_for(sac, "dm_control/cartpole-swingup"), {"pixels": "true"})
+    with pytest.raises(ValueError, match="pixels=true is not available on the Scheme path"):
+        factories_from_recipe("sac", cfg)
 
 
 @pytest.mark.parametrize("name", ["dqn", "sac"])

@@ -179,9 +179,9 @@ def _a2c(cfg):
 
 def _off_policy(name: str, algo_cls, extra, refused: dict | None = None):
     def build(cfg):
-        _refuse(cfg, refused or {})
         num_envs = getattr(cfg, "num_envs", 1)
-        train, test, act, obs = _envs(cfg, num_envs)
+        train, test, act, obs = _envs(cfg, num_envs)  # first: it refuses pixels=true
+        _refuse(cfg, refused or {})
         updates = getattr(cfg, "optim_steps_per_batch", None)
         if updates is None:
             updates = max(1, round(cfg.utd_ratio * cfg.frames_per_batch))
