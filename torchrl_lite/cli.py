@@ -17,7 +17,6 @@ return of every training episode) and ``learning_curve.png``.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import math
@@ -30,6 +29,7 @@ from pathlib import Path
 import torch
 
 from torchrl_lite import _keys as K
+from torchrl_lite._run_folder import config_path, plot_curve, write_rows
 
 
 def episode_returns(rollout) -> list[float]:
@@ -60,15 +60,11 @@ def _parse_overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _config_path(folder: Path) -> Path:
-    return folder / "config.json"
-
-
 def _load_run(folder: Path):
     """The recipe and config saved in a run folder."""
     from torchrl_lite.recipes import get_recipe
 
-    path = _config_path(folder)
+    path = config_path(folder)
     if not path.is_file():
         raise FileNotFoundError(f"No run in {folder}: {path} is missing.")
     try:
@@ -86,7 +82,7 @@ def _trained_policy(folder: str):
 
     run = Path(folder)
     recipe, cfg = _load_run(run)
-    if "scheme" in json.loads(_config_path(run).read_text()):  # trained by Scheme + Learner
+    if "scheme" in json.loads(config_path(run).read_text()):  # trained by Scheme + Learner
         from torchrl_lite.scheme.run import scheme_policy
 
         return recipe, cfg, scheme_policy(run, recipe, cfg)
@@ -190,7 +186,7 @@ def _from_json(value):
 def _evaluation_options(args, out: Path, offline: bool, scheme) -> dict | None:
     """``{"every": frames, "episodes": n}`` of ``--eval-every`` / ``--eval-episodes`` (a
     resumed run keeps its saved ones unless given again), or None."""
-    saved = json.loads(_config_path(out).read_text()).get("evaluation") if args.resume else None
+    saved = json.loads(config_path(out).read_text()).get("evaluation") if args.resume else None
     if args.eval_every is None and args.eval_episodes is None:
         return saved
     if args.eval_every is None and saved is None:
@@ -213,19 +209,12 @@ def _evaluation_options(args, out: Path, offline: bool, scheme) -> dict | None:
     return options
 
 
-def _write_evaluations(path: Path, history) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["frames", "mean_return", "std_return"])
-        writer.writerows(history)
-
-
 def _scheme_options(args, out: Path) -> dict | None:
     """The Scheme options of the flags (or of the resumed run's config.json)."""
     from torchrl_lite.scheme.run import scheme_options
 
     if args.resume:
-        return json.loads(_config_path(out).read_text()).get("scheme")
+        return json.loads(config_path(out).read_text()).get("scheme")
     return scheme_options(args)
 
 
@@ -287,7 +276,7 @@ def train(args) -> dict:
         )  # fmt: skip
     # a checkpoint holds the hooks it was saved with: one started without evaluations
     # gets its evaluation hook after loading
-    evaluated_before = args.resume and "evaluation" in json.loads(_config_path(out).read_text())
+    evaluated_before = args.resume and "evaluation" in json.loads(config_path(out).read_text())
     if periodic is not None and (evaluated_before or not args.resume):
         periodic.register(trainer)
     unit = "gradient steps" if offline else "frames"
@@ -299,7 +288,7 @@ def train(args) -> dict:
     run_config = {"algo": recipe.ALGO, "config": dataclasses.asdict(cfg)}
     if evaluation is not None:
         run_config["evaluation"] = evaluation
-    _config_path(out).write_text(json.dumps(run_config, indent=2))
+    config_path(out).write_text(json.dumps(run_config, indent=2))
     if logger_kind:
         trainer.logger = get_logger(logger_kind, logger_name=str(out), experiment_name="logs")
         trainer.logger.log_hparams(cfg)
@@ -311,8 +300,8 @@ def train(args) -> dict:
         interrupted = True
         print(f"\ninterrupted: the last checkpoint in {out / 'checkpoint'} is intact", flush=True)
     seconds = time.perf_counter() - start
-    _write_episodes(out / "episodes.csv", episodes.history)
-    _plot_curve(
+    write_rows(out / "episodes.csv", ("frames", "episode_return"), episodes.history)
+    plot_curve(
         out / "learning_curve.png", episodes.history, f"{recipe.ALGO} on {cfg.env}", target, unit
     )
     summary = {
@@ -326,7 +315,9 @@ def train(args) -> dict:
         "solved_at_frames": episodes.solved_at,
     }
     if periodic is not None:
-        _write_evaluations(out / "evaluations.csv", periodic.history)
+        write_rows(
+            out / "evaluations.csv", ("frames", "mean_return", "std_return"), periodic.history
+        )
         if periodic.history:
             frames_at, mean, std = periodic.history[-1]
             summary["evaluation"] = {
@@ -361,36 +352,6 @@ def train(args) -> dict:
     if interrupted:
         raise SystemExit(130)
     return summary
-
-
-def _write_episodes(path: Path, history) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["frames", "episode_return"])
-        writer.writerows(history)
-
-
-def _plot_curve(path: Path, history, title: str, target, unit: str = "frames") -> None:
-    from matplotlib.figure import Figure  # not pyplot: the caller's backend stays as it is
-
-    fig = Figure(figsize=(6, 4))
-    ax = fig.subplots()
-    if history:
-        frames, returns = zip(*history)
-        window = [
-            sum(returns[max(0, i - 9) : i + 1]) / len(returns[max(0, i - 9) : i + 1])
-            for i in range(len(returns))
-        ]
-        ax.plot(frames, returns, ".", alpha=0.3, label="episode return")
-        ax.plot(frames, window, "-", label="mean of last 10")
-    if target is not None:
-        ax.axhline(target, color="gray", linestyle="--", label=f"target {target}")
-    ax.set_xlabel(unit)
-    ax.set_ylabel("return")
-    ax.set_title(title)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
 
 
 # -- eval --------------------------------------------------------------------------------

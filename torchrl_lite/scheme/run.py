@@ -81,7 +81,7 @@ def _read_episodes(path: Path) -> list:
 def train_with_scheme(recipe, cfg, out: Path, options: dict, resume: bool, logger, quiet: bool,
                       target) -> dict:  # fmt: skip
     """Train until ``cfg.frames`` frames or the target mean return; write the run folder."""
-    from torchrl_lite.cli import _config_path, _plot_curve, _write_episodes
+    from torchrl_lite._run_folder import config_path, plot_curve, write_rows
 
     learner = build_learner(recipe, cfg, options, out, logger, quiet)
     history = []
@@ -89,7 +89,7 @@ def train_with_scheme(recipe, cfg, out: Path, options: dict, resume: bool, logge
         learner.load_checkpoint(out / "checkpoint")
         history = [h for h in _read_episodes(out / "episodes.csv") if h[0] <= learner.frames]
     saved = {"algo": recipe.ALGO, "config": dataclasses.asdict(cfg), "scheme": options}
-    _config_path(out).write_text(json.dumps(saved, indent=2))
+    config_path(out).write_text(json.dumps(saved, indent=2))
     if learner.logger is not None:
         learner.logger.log_hparams(cfg)
     start = last_save = time.perf_counter()
@@ -112,8 +112,8 @@ def train_with_scheme(recipe, cfg, out: Path, options: dict, resume: bool, logge
     finally:
         learner.close()
     seconds = time.perf_counter() - start
-    _write_episodes(out / "episodes.csv", history)
-    _plot_curve(out / "learning_curve.png", history, f"{recipe.ALGO} on {cfg.env} (Scheme)", target)
+    write_rows(out / "episodes.csv", ("frames", "episode_return"), history)
+    plot_curve(out / "learning_curve.png", history, f"{recipe.ALGO} on {cfg.env} (Scheme)", target)
     last = [r for _, r in history[-10:]]
     summary = {
         "algo": recipe.ALGO, "env": cfg.env, "frames": learner.frames,
