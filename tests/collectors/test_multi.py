@@ -1,5 +1,8 @@
 """MultiSyncDataCollector and MultiaSyncDataCollector: shapes, ids, weights, determinism."""
 
+import functools
+import time
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -152,10 +155,30 @@ def test_multi_spawn_start_method(no_leftover_workers):
 
 
 # -- async -------------------------------------------------------------------------------
-def test_multi_async_yields_each_workers_batches(no_leftover_workers):
-    collector = MultiaSyncDataCollector(
-        [make_counter, make_counter], None, frames_per_batch=6, total_frames=60
-    )
+class _GatedCounter(CountingEnv):
+    """Worker 0's env waits, before its second batch, until worker 1's env has begun its
+    second batch: the parent has then yielded worker 1's first batch, so both workers
+    appear however the OS schedules them (a free-running worker 0 can win all 10 under
+    load)."""
+
+    def __init__(self, worker, flag):
+        super().__init__(limit=3)
+        self.worker, self.flag = worker, flag
+
+    def _step(self, tensordict):
+        if self.steps == 6:  # the first step of this worker's second batch
+            if self.worker == 1:
+                self.flag.touch()
+            deadline = time.monotonic() + 60
+            while self.worker == 0 and not self.flag.exists() and time.monotonic() < deadline:
+                time.sleep(0.002)
+        return super()._step(tensordict)
+
+
+def test_multi_async_yields_each_workers_batches(no_leftover_workers, tmp_path):
+    flag = tmp_path / "worker1-second-batch"
+    makers = [functools.partial(_GatedCounter, w, flag) for w in (0, 1)]
+    collector = MultiaSyncDataCollector(makers, None, frames_per_batch=6, total_frames=60)
     batches = list(collector)
     collector.shutdown()
     assert len(batches) == 10 and all(b.batch_size == torch.Size([6]) for b in batches)
