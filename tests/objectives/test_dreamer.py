@@ -118,6 +118,40 @@ def test_model_loss_matches_a_hand_written_filter():
         loss(_batch().reshape(-1))
 
 
+def test_model_loss_on_state_vectors_sums_the_squared_error_over_the_entries():
+    from torchrl_lite.modules import MLP
+
+    torch.manual_seed(0)
+    prior, post, rew = RSSMPrior(A, S, D, H), RSSMPosterior(D, 7, S, H), RewardHead(S + D, H)
+    enc = MLP(in_features=5, out_features=7, num_cells=8, depth=1)
+    dec = MLP(in_features=S + D, out_features=5, num_cells=8, depth=1)
+    loss = DreamerModelLoss(enc, dec, prior, post, rew, pixels_key="observation", free_nats=0.0)
+    g = torch.Generator().manual_seed(4)
+    b, t = 3, 5
+    batch = TensorDict(
+        observation=torch.randn(b, t, 5, generator=g),
+        action=torch.rand(b, t, A, generator=g) * 2 - 1,
+        next=TensorDict(
+            observation=torch.randn(b, t, 5, generator=g),
+            reward=torch.randn(b, t, 1, generator=g),
+            batch_size=[b, t],
+        ),
+        batch_size=[b, t],
+    )
+    torch.manual_seed(6)
+    out = loss(batch)
+    torch.manual_seed(6)
+    belief = torch.zeros(b, D)
+    state = post(belief, enc(batch["observation"][:, 0]))[2]
+    reco = 0.0
+    for i in range(t):  # floats are the targets as they are (no image scaling)
+        belief = prior(state, belief, batch["action"][:, i])[3]
+        state = post(belief, enc(batch["next", "observation"][:, i]))[2]
+        error = dec(torch.cat([state, belief], -1)) - batch["next", "observation"][:, i]
+        reco = reco + 0.5 * (error**2).sum(-1).mean() / t
+    torch.testing.assert_close(out["loss_model_reco"], reco, rtol=1e-4, atol=1e-5)
+
+
 def _losses(**config):
     enc, dec, prior, post, rew = _world_model()
     recipe = get_recipe("dreamer")

@@ -41,6 +41,48 @@ def test_dreamer_on_a_non_pixel_env_is_a_clear_error():
         recipe.make_train_env(config_for(recipe, "NoRenderTest-v0"))
 
 
+class _ImageObs(_NoRender):
+    observation_space = gymnasium.spaces.Box(0.0, 1.0, (4, 4))
+
+
+gymnasium.register("ImageObsTest-v0", entry_point=_ImageObs)
+
+
+def test_dreamer_state_mode_needs_a_flat_observation_vector():
+    recipe = get_recipe("dreamer")
+    with pytest.raises(
+        ValueError, match="pixels=false needs a flat float 'observation'.*'ImageObsTest-v0'"
+    ):
+        recipe.make_train_env(config_for(recipe, "ImageObsTest-v0", pixels=False))
+
+
+@pytest.mark.dm_control
+def test_dreamer_state_mode_observes_the_state_vector_and_trains(tmp_path, capsys):
+    pytest.importorskip("dm_control")
+    recipe = get_recipe("dreamer")
+    cfg = config_for(recipe, pixels=False, seed=3, action_repeat=4)
+    env = recipe.make_train_env(cfg)
+    assert (
+        env.observation_spec["observation"].shape == (5,)
+        and PIXELS_STACK not in env.observation_spec
+    )
+    raw = make_env("dm_control/cartpole-swingup", seed=3, frame_skip=4)  # the same state
+    torch.testing.assert_close(env.reset()["observation"], raw.reset()["observation"])
+    encoder, decoder, *_ = recipe.make_world_model(config_for(recipe, pixels=False, hidden=8), env)
+    assert encoder(torch.zeros(2, 5)).shape == (2, 8) and decoder(torch.zeros(2, 130)).shape == (
+        2,
+        5,
+    )
+    tiny = [f"{k}={v}" for k, v in DREAMER_TINY.items()]
+    out = tmp_path / "dreamer-state"
+    args = ["train", "dreamer", "--frames", "32", "--out", str(out), "--quiet", "--logger", "none"]
+    assert main([*args, *tiny, "pixels=false"]) == 0
+    assert json.loads((out / "config.json").read_text())["config"]["pixels"] is False
+    capsys.readouterr()
+    assert main(["eval", str(out), "--episodes", "1"]) == 0
+    assert "over 1 episodes" in capsys.readouterr().out
+
+
 def test_atari_env_is_preprocessed_the_standard_way():
     pytest.importorskip("ale_py")
     env = make_env("ALE/Pong-v5", num_envs=2, seed=0)

@@ -8,7 +8,7 @@ On a replay batch of slices ``[B, T]`` (image ``o_t``, action ``a_t``, next imag
 ``o_{t+1}``, reward ``r_t``), with the RSSM started at ``h_0 = 0``, ``s_0 ~ q(. | h_0, e(o_0))``:
 
 - ``loss_model_reco = mean_{b,t} 1/2 ||dec(s_{t+1}, h_{t+1}) - o_{t+1}||^2`` (a unit Gaussian's
-  negative log-likelihood, summed over pixels);
+  negative log-likelihood, summed over the pixels, or the entries of a state observation);
 - ``loss_model_reward = mean 1/2 (rew(s_{t+1}, h_{t+1}) - r_t)^2``;
 - ``loss_model_kl = max(mean KL(q || p), free_nats)``; with ``kl_balance = a``:
   ``a max(mean KL(sg(q) || p), free) + (1 - a) max(mean KL(q || sg(p)), free)``.
@@ -202,8 +202,8 @@ class DreamerModelLoss(LossModule):
             td.get(self.pixels_key), next_pixels, td.get(K.ACTION)
         )
         features = torch.cat([states, beliefs], -1)  # [B, T, S + D]
-        error = self.decoder(features) - scale_image(next_pixels)  # [B, T, C, H, W]
-        reco = 0.5 * error.pow(2).sum((-3, -2, -1)).mean()
+        error = self.decoder(features) - scale_image(next_pixels)  # [B, T, C, H, W] or [B, T, D]
+        reco = 0.5 * error.pow(2).flatten(2).sum(-1).mean()  # summed over the observation
         reward = 0.5 * (self.reward_head(features) - td.get((K.NEXT, K.REWARD))).pow(2).mean()
         kl = kl_balanced_free_nats(q_mean, q_std, p_mean, p_std, self.kl_balance, self.free_nats)
         td.set((K.NEXT, STATE), states.detach())

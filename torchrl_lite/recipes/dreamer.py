@@ -4,10 +4,12 @@ Paper: Hafner et al. 2020, https://arxiv.org/abs/1912.01603. Losses in
 :mod:`torchrl_lite.objectives.dreamer`, networks in :mod:`torchrl_lite.modules.models.dreamer`,
 imagination in :class:`~torchrl_lite.envs.DreamerEnv`.
 
-Dreamer learns from 64x64 RGB renders only (no frame stack: the RSSM carries the history);
-an env that cannot render ``rgb_array`` frames raises ValueError (there is no state-based
-mode: use ``sac`` or ``td3`` for state observations). ``frames`` counts agent steps; each
-repeats its action ``action_repeat`` times.
+Dreamer learns from 64x64 RGB renders (no frame stack: the RSSM carries the history); an
+env that cannot render ``rgb_array`` frames raises ValueError. ``pixels=false`` is a
+state-based mode: the env's flat observation vector, with MLP encoder and decoder in place
+of the convolutions (everything else the same); it separates learning the representation
+from learning to act in imagination. ``frames`` counts agent steps; each repeats its action
+``action_repeat`` times.
 
 The defaults are a configuration shrunk for two CPU cores: encoder/decoder depth 16,
 state 30, belief 100, hidden 100, batches of 16 slices of 32 steps, 25 updates per 250
@@ -49,6 +51,7 @@ from torchrl_lite.envs import (
     TransformedEnv,
 )
 from torchrl_lite.modules import (
+    MLP,
     ObsDecoder,
     ObsEncoder,
     ProbabilisticActor,
@@ -97,6 +100,9 @@ class Config:
     """Agent steps (x ``action_repeat`` env frames; 25k x 4 = the issue's 100k frames)."""
     seed: int = 0
     """Seeds torch and the envs."""
+    pixels: bool = True
+    """True: 64x64 RGB renders; False: the env's flat state observation, MLP encoder and
+    decoder (``hidden`` units, 2 layers each)."""
     target: float | None = None
     """Stop when the mean of the last 10 training returns reaches this (None: recipe's)."""
     action_repeat: int = 4
@@ -161,8 +167,16 @@ class Config:
     own (Dreamer); False: one norm over all three."""
 
 
+def obs_key(cfg: Config) -> str:
+    """What the world model observes: ``"pixels_stack"`` or (``pixels=false``) ``"observation"``."""
+    return PIXELS_STACK if cfg.pixels else K.OBSERVATION
+
+
 def make_train_env(cfg: Config, seed_offset: int = 0, video: bool = False):
-    """64x64 RGB uint8 renders ``"pixels_stack"`` ``[3, 64, 64]``, ``"is_init"``, RewardSum."""
+    """64x64 RGB uint8 renders ``"pixels_stack"`` ``[3, 64, 64]`` and ``"is_init"``; with
+    ``pixels=false`` the flat ``"observation"`` ``[D]`` and ``"is_init"``."""
+    if not cfg.pixels:
+        return _make_state_env(cfg, seed_offset, video)
     check_can_render(cfg.env)
     kwargs = {"from_pixels": True, "pixels_only": True}
     if cfg.action_repeat > 1:
@@ -183,18 +197,41 @@ def make_train_env(cfg: Config, seed_offset: int = 0, video: bool = False):
     return TransformedEnv(env, Compose(*steps))
 
 
+def _make_state_env(cfg: Config, seed_offset: int, video: bool):
+    kwargs = {"frame_skip": cfg.action_repeat} if cfg.action_repeat > 1 else {}
+    if video:  # eval --video: the renders next to the state
+        kwargs.update(from_pixels=True, pixels_only=False)
+    env = make_env(cfg.env, seed=cfg.seed + seed_offset, **kwargs)
+    check_action_kind(env, ACTIONS, "Dreamer")
+    spec = env.observation_spec.get(K.OBSERVATION, None)
+    if spec is None or len(spec.shape) != 1 or not spec.dtype.is_floating_point:
+        raise ValueError(
+            f"Dreamer with pixels=false needs a flat float {K.OBSERVATION!r} vector; "
+            f"{cfg.env!r} observes {env.observation_spec}. Use pixels=true."
+        )
+    return TransformedEnv(env, InitTracker())
+
+
 def make_eval_env(cfg: Config, **kwargs):
     video = bool(kwargs.pop("from_pixels", False))  # eval --video: keep the raw frames
     return make_train_env(cfg, seed_offset=10_000, video=video)
 
 
 def make_world_model(cfg: Config, env):
-    """``(encoder, decoder, prior, posterior, reward_head)`` for the env's images/actions."""
-    channels = env.observation_spec[PIXELS_STACK].shape[-3]
+    """``(encoder, decoder, prior, posterior, reward_head)`` for the env's observations and
+    actions: convolutions for images, MLPs (2 x ``hidden``, ELU) for a state vector."""
     action_dim = env.action_spec.shape[-1]
     features = cfg.state_dim + cfg.belief_dim
-    encoder = ObsEncoder(channels, cfg.depth)
-    decoder = ObsDecoder(features, channels, cfg.depth)
+    if cfg.pixels:
+        channels = env.observation_spec[PIXELS_STACK].shape[-3]
+        encoder = ObsEncoder(channels, cfg.depth)
+        decoder = ObsDecoder(features, channels, cfg.depth)
+    else:
+        dim = env.observation_spec[K.OBSERVATION].shape[-1]
+        mlp = dict(num_cells=cfg.hidden, depth=2, activation=nn.ELU)
+        encoder = MLP(in_features=dim, out_features=cfg.hidden, **mlp)
+        encoder.out_features = cfg.hidden
+        decoder = MLP(in_features=features, out_features=dim, **mlp)
     prior = RSSMPrior(action_dim, cfg.state_dim, cfg.belief_dim, cfg.hidden)
     posterior = RSSMPosterior(cfg.belief_dim, encoder.out_features, cfg.state_dim, cfg.hidden)
     return encoder, decoder, prior, posterior, RewardHead(features, cfg.hidden, 2)
@@ -273,7 +310,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     encoder, decoder, prior, posterior, reward_head = make_world_model(cfg, env)
     actor, value = make_actor_value(cfg, env)
     model_loss = DreamerModelLoss(
-        encoder, decoder, prior, posterior, reward_head, pixels_key=PIXELS_STACK,
+        encoder, decoder, prior, posterior, reward_head, pixels_key=obs_key(cfg),
         kl_balance=cfg.kl_balance, free_nats=cfg.free_nats,
     )  # fmt: skip
     model_env = DreamerEnv(prior, reward_head, env.action_spec)
@@ -285,7 +322,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     loss = DreamerLoss(model_loss, actor_loss, DreamerValueLoss(value), slice_len=cfg.slice_len)
     spec = env.action_spec
     policy = RSSMPolicy(
-        encoder, prior, posterior, actor, spec.low, spec.high, PIXELS_STACK,
+        encoder, prior, posterior, actor, spec.low, spec.high, obs_key(cfg),
         cfg.exploration_noise,
     )  # fmt: skip
     collector = SyncDataCollector(
