@@ -406,6 +406,37 @@ def test_dreamer_actor_mean_is_bounded_and_std_starts_at_init_std():
         DreamerActorParams(mean_scale=0.0)
 
 
+def test_dreamer_trunc_normal_actor_is_dreamerv2s_and_keeps_the_gradient_at_a_bound():
+    from torchrl_lite.data import Bounded
+    from torchrl_lite.modules import TruncatedNormal
+    from torchrl_lite.recipes.dreamer import TruncNormalActorParams
+
+    raw = torch.tensor([[-3.0, -20.0], [0.4, 0.0], [8.0, 20.0]])  # [B, 2A], A = 1
+    loc, scale = TruncNormalActorParams()(raw)
+    # written out: loc = tanh(m), scale = 2 sigmoid(s / 2) + 0.1
+    torch.testing.assert_close(loc, torch.tanh(raw[:, :1]))
+    torch.testing.assert_close(scale, 2 / (1 + torch.exp(-raw[:, 1:] / 2)) + 0.1)
+    recipe = get_recipe("dreamer")
+
+    class _Env:
+        action_spec = Bounded(-1.0, 1.0, (1,))
+
+    cfg = config_for(recipe, actor_dist="trunc_normal", state_dim=3, belief_dim=4, hidden=8)
+    actor, _ = recipe.make_actor_value(cfg, _Env())
+    td = actor(TensorDict(state=torch.randn(64, 3), belief=torch.randn(64, 4), batch_size=[64]))
+    assert isinstance(actor.get_dist(td), TruncatedNormal)
+    assert td["action"].abs().max() <= 1.0 and td["sample_log_prob"].shape == (64,)
+    # a mean near the bound still moves the samples: d E[a] / d raw_mean is far from 0,
+    # where a tanh-squashed sample at pre-tanh mean 4.9 passes ~2e-4
+    raw_mean = torch.tensor([[2.5]], requires_grad=True)
+    dist = TruncatedNormal(torch.tanh(raw_mean).expand(4096, 1), torch.full((4096, 1), 0.2))
+    torch.manual_seed(0)
+    dist.rsample().mean().backward()
+    assert float(raw_mean.grad) > 0.005
+    with pytest.raises(ValueError, match="actor_dist must be 'tanh_normal' or 'trunc_normal'"):
+        recipe.make_actor_value(config_for(recipe, actor_dist="normal"), _Env())
+
+
 @pytest.mark.dm_control
 def test_sac_pixels_n_step_stores_complete_windows_and_rejects_a_bad_n():
     pytest.importorskip("dm_control")
