@@ -318,7 +318,8 @@ class TruncNormalActorParams(nn.Module):
     not squashed, so an action near a bound keeps the gradient a tanh-squashed sample
     loses there: with Dreamer's TanhNormal, state-based cartpole-swingup runs ended with
     every pre-tanh mean at +-4.7-5.0 and scale ~0.1 (bang-bang, return ~190), where
-    ``d action / d mean`` is ~2e-4 (``benchmarks/results/pixels.md``).
+    ``d action / d mean`` is ~2e-4 (``benchmarks/results/pixels.md``). It did not help
+    there: with Dreamer's KL settings it collapsed to the constant push (return 75-78).
 
     Example:
         >>> loc, scale = TruncNormalActorParams()(torch.zeros(1, 2))
