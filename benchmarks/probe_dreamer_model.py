@@ -19,25 +19,16 @@ from pathlib import Path
 
 import torch
 
-from torchrl_lite.cli import _load_run
+from torchrl_lite.cli import trained_trainer
 from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
-from torchrl_lite.trainers.checkpoint import load_checkpoint
 
 HORIZON = 15
 
 
-def load(run: Path):
-    recipe, cfg = _load_run(run)
-    state, _ = load_checkpoint(run / "checkpoint")
-    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
-    trainer.loss_module.load_state_dict(state["loss_module"])
-    return recipe, cfg, trainer.loss_module, policy
-
-
 @torch.no_grad()
 def probe(run: Path, seed: int = 1, gamma: float = 0.99) -> dict:
-    recipe, cfg, loss, policy = load(run)
-    model, value = loss.model_loss, loss.actor_loss.value_model
+    recipe, cfg, trainer, policy = trained_trainer(run)
+    model, value = trainer.loss_module.model_loss, trainer.loss_module.actor_loss.value_model
     key = recipe.obs_key(cfg)
     env = recipe.make_eval_env(cfg)
     torch.manual_seed(seed)
@@ -48,6 +39,8 @@ def probe(run: Path, seed: int = 1, gamma: float = 0.99) -> dict:
     steps = episode.shape[0]
     belief = torch.zeros(1, model.prior.belief_dim)
     state = model.posterior(belief, model.encoder(obs[:1]))[2]
+    # DreamerModelLoss.observe filters too, but keeps s_0 to itself: the open-loop starts
+    # and the values need the state after every observation, s_0 included
     filtered = [(state, belief)]  # the model state after observing o_t, t = 0..T
     for t in range(steps):
         belief = model.prior(state, belief, action[t : t + 1])[3]

@@ -76,21 +76,35 @@ def _load_run(folder: Path):
     return recipe, cfg
 
 
-def _trained_policy(folder: str):
-    """``(recipe, cfg, policy)`` of a run folder, the policy with its checkpoint's weights."""
+def _restored(run: Path, recipe, cfg):
+    """``(trainer, policy)`` of a recipe-trained run, the loss module (so the policy) with
+    its checkpoint's weights, the collector shut down."""
     from torchrl_lite.trainers.checkpoint import load_checkpoint
 
+    state, _ = load_checkpoint(run / "checkpoint")
+    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
+    trainer.loss_module.load_state_dict(state["loss_module"])
+    getattr(trainer.collector, "shutdown", lambda: None)()
+    return trainer, policy
+
+
+def trained_trainer(folder):
+    """``(recipe, cfg, trainer, policy)`` of a run folder trained by a recipe's trainer (not
+    Scheme), with its checkpoint's weights: for probes that need the loss module's networks."""
+    run = Path(folder)
+    recipe, cfg = _load_run(run)
+    return (recipe, cfg, *_restored(run, recipe, cfg))
+
+
+def _trained_policy(folder: str):
+    """``(recipe, cfg, policy)`` of a run folder, the policy with its checkpoint's weights."""
     run = Path(folder)
     recipe, cfg = _load_run(run)
     if "scheme" in json.loads(config_path(run).read_text()):  # trained by Scheme + Learner
         from torchrl_lite.scheme.run import scheme_policy
 
         return recipe, cfg, scheme_policy(run, recipe, cfg)
-    state, _ = load_checkpoint(run / "checkpoint")
-    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
-    trainer.loss_module.load_state_dict(state["loss_module"])  # the policy's weights
-    getattr(trainer.collector, "shutdown", lambda: None)()
-    return recipe, cfg, policy
+    return recipe, cfg, _restored(run, recipe, cfg)[1]
 
 
 def _check_resumable(checkpoint: Path) -> None:

@@ -247,7 +247,6 @@ def make_world_model(cfg: Config, env):
         dim = env.observation_spec[K.OBSERVATION].shape[-1]
         mlp = dict(num_cells=cfg.hidden, depth=2, activation=nn.ELU)
         encoder = MLP(in_features=dim, out_features=cfg.hidden, **mlp)
-        encoder.out_features = cfg.hidden
         decoder = MLP(in_features=features, out_features=dim, **mlp)
     prior = RSSMPrior(action_dim, cfg.state_dim, cfg.belief_dim, cfg.hidden)
     posterior = RSSMPosterior(cfg.belief_dim, encoder.out_features, cfg.state_dim, cfg.hidden)
