@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,33 @@ def test_headless_dm_control_prints_no_glfw_noise():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "(2,)"
     assert "DISPLAY" not in done.stderr and done.stderr.strip() == "", done.stderr
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_sigterm_stops_a_process_rendering_cartpole(wrap):
+    # pygame's SDL turns SIGTERM into a quit event nobody reads: `kill PID` left pixel runs going
+    env = {k: v for k, v in os.environ.items() if k != "SDL_NO_SIGNAL_HANDLERS"}
+    env["PYTHONPATH"] = REPO
+    make = (
+        "GymWrapper(gymnasium.make('CartPole-v1', render_mode='rgb_array'), from_pixels=True)"
+        if wrap
+        else "GymEnv('CartPole-v1', from_pixels=True)"
+    )
+    script = (
+        "import time, gymnasium\n"
+        "from torchrl_lite.envs import GymEnv, GymWrapper\n"
+        f"env = {make}\n"
+        "env.rollout(2)\n"
+        "print('rendered', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "rendered"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()

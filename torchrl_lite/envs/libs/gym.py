@@ -27,7 +27,7 @@ from torchrl_lite.data.tensor_specs import (
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.libs._gym_checks import _check_env_id, _check_num_envs, _make_checked
 from torchrl_lite.envs.libs._gym_state import gym_env_state, load_gym_env_state
-from torchrl_lite.envs.libs._headless import use_offscreen_sdl
+from torchrl_lite.envs.libs._headless import keep_default_signals, use_offscreen_sdl
 from torchrl_lite.envs.utils import classproperty
 
 __all__ = ["GymEnv", "GymWrapper"]
@@ -270,6 +270,7 @@ class GymWrapper(EnvBase):
                 f"{modes}; use its state observations, or wrap it to render frames."
             )
         use_offscreen_sdl()
+        keep_default_signals()  # pygame starts SDL at the first render
         self._env.reset()
         return self._render_array()
 
@@ -473,6 +474,8 @@ class GymEnv(GymWrapper):
         wrapper_kwargs = {k: kwargs.pop(k) for k in self._wrapper_args if k in kwargs}
         if wrapper_kwargs.get("from_pixels"):
             kwargs.setdefault("render_mode", "rgb_array")
+        if kwargs.get("render_mode") is not None:
+            keep_default_signals()  # SIGTERM must stop a rendering run
         if kwargs.get("render_mode") == "rgb_array":
             use_offscreen_sdl()  # no "XDG_RUNTIME_DIR is invalid" on headless renders
         _check_env_id(env_name)
