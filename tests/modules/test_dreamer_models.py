@@ -20,6 +20,22 @@ def test_encoder_decoder_shapes_and_scale():
         enc(torch.zeros(1, 3, 84, 84))
 
 
+def test_decoder_equals_its_layers_run_as_transposed_convolutions():
+    # the first transposed convolution is computed as a matrix product: same output, same grads
+    torch.manual_seed(0)
+    dec = ObsDecoder(10, 3, depth=4)
+    features = torch.randn(2, 5, 10)
+    got = dec(features)
+    got.square().sum().backward()
+    grads = [p.grad.clone() for p in dec.parameters()]
+    dec.zero_grad()
+    plain = dec.net(dec.linear(features.reshape(10, 10))[:, :, None, None]).reshape(2, 5, 3, 64, 64)
+    plain.square().sum().backward()
+    torch.testing.assert_close(got, plain)
+    for mine, ref in zip(grads, [p.grad for p in dec.parameters()]):
+        torch.testing.assert_close(mine, ref)
+
+
 def test_prior_posterior_std_floor_and_sample_statistics():
     prior = RSSMPrior(2, 4, 8, 8, min_std=0.1)
     mean, std, state, belief = prior(

@@ -111,8 +111,12 @@ class ObsDecoder(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         flat, batch = _flat(features, 1)  # [N, F]
-        x = self.linear(flat)[:, :, None, None]  # [N, 32 depth, 1, 1]
-        image = self.net(x)  # [N, C, 64, 64]
+        # the first transposed convolution sees a 1x1 input: it is a matrix product, which
+        # runs ~8x faster than PyTorch's CPU transposed convolution (same weights, same output)
+        first = self.net[0]
+        x = self.linear(flat) @ first.weight.flatten(1)  # [N, 4 depth * 5 * 5]
+        x = x.view(-1, first.out_channels, *first.kernel_size) + first.bias[:, None, None]
+        image = self.net[1:](x)  # [N, C, 64, 64]
         return image.reshape(*batch, *image.shape[1:])
 
 
