@@ -199,31 +199,51 @@ def test_nstep_returns_equal_a_plain_loop():
     actor = OffPolicyActor(OBS, BOX, algorithm_name="SAC")
     algo = SAC.create_factory(gamma=0.9)("cpu", actor)
     storage = NStepReplayBuffer.create_factory(size=100, n_step=3)("cpu", actor, algo)
-    T = 8
+    T = 10
     batch = _transitions(T).unsqueeze(0)  # [1, T]
     batch["next", "reward"] = torch.arange(1.0, T + 1).reshape(1, T, 1)
     batch["next", "observation"] = torch.arange(float(T)).reshape(1, T, 1).expand(1, T, 3).clone()
-    batch["next", "done"][0, 4] = True  # step 4 terminates
+    batch["next", "done"][0, [4, 7]] = True  # step 4 terminates, step 7 hits a time limit
     batch["next", "terminated"][0, 4] = True
+    batch["next", "truncated"][0, 7] = True
     out = storage._transitions(batch)
-    rewards, done = (
-        batch["next", "reward"][0, :, 0].tolist(),
-        batch["next", "done"][0, :, 0].tolist(),
-    )
-    expected = []  # (start, n-step return, index of the next state)
-    for t in range(T):
+    rewards = batch["next", "reward"][0, :, 0].tolist()
+    done, terminated = batch["next", "done"][0, :, 0], batch["next", "terminated"][0, :, 0]
+    expected = []  # (n-step return, steps k, index of the window's last step)
+    for t in range(T):  # every step starts a window, cut by an episode end or the batch end
         ret, k = 0.0, 0
         while k < 3 and t + k < T:
             ret += 0.9**k * rewards[t + k]
             k += 1
             if done[t + k - 1]:
                 break
-        if k == 3 or done[t + k - 1]:
-            expected.append((t, ret, t + k - 1))
-    assert out.numel() == len(expected) == 6  # t = 6, 7: window cut by the batch end
-    torch.testing.assert_close(out["next", "reward"][:, 0], torch.tensor([e[1] for e in expected]))
+        expected.append((ret, k, t + k - 1))
+    assert out.numel() == T
+    torch.testing.assert_close(out["next", "reward"][:, 0], torch.tensor([e[0] for e in expected]))
+    assert out["steps_to_next_obs"][:, 0].tolist() == [e[1] for e in expected]
     assert out["next", "observation"][:, 0].tolist() == [float(e[2]) for e in expected]
-    assert algo.loss_module.value_estimator.gamma == pytest.approx(0.9**3)
+    assert out["next", "terminated"][:, 0].tolist() == [bool(terminated[e[2]]) for e in expected]
+    # the loss's TD(0) target: r_t^(k) + 0.9^k V(s_{t+k}), no bootstrap after the termination
+    next_value = torch.full((T, 1), 10.0)
+    target = algo.loss_module.value_estimator.value_estimate(out, next_value=next_value)
+    plain = [e[0] + (0.0 if terminated[e[2]] else 0.9 ** e[1] * 10.0) for e in expected]
+    torch.testing.assert_close(target[:, 0], torch.tensor(plain))
+
+
+def test_nstep_buffer_loads_windows_saved_without_their_length():
+    # buffers saved before "steps_to_next_obs" held only full windows and terminated ones
+    actor = OffPolicyActor(OBS, BOX, algorithm_name="SAC")
+    algo = SAC.create_factory(gamma=0.9)("cpu", actor)
+    old = ReplayBuffer.create_factory(size=100)("cpu", actor, algo)
+    old.insert(_transitions(20))
+    storage = NStepReplayBuffer.create_factory(size=100, n_step=3)("cpu", actor, algo)
+    storage.load_state_dict(old.state_dict())
+    storage.insert(_transitions(10, seed=1))
+    steps = storage.buffer.sample(30)["steps_to_next_obs"]
+    assert (
+        len(storage) == 30 and steps.shape == (30, 1) and set(steps.flatten().tolist()) <= {1, 2, 3}
+    )
+    assert (storage.buffer.storage[:20]["steps_to_next_obs"] == 3).all()
 
 
 def test_per_buffer_updates_priorities_from_td_error():

@@ -114,12 +114,12 @@ class _OffPolicy(Algorithm):
 
     def _set_gamma(self, value) -> None:
         self.gamma = float(value)
-        self.loss_module.make_value_estimator(gamma=self.gamma ** getattr(self, "n_step", 1))
+        self.loss_module.make_value_estimator(gamma=self.gamma)
 
     def use_n_step_returns(self, n_step: int) -> None:
-        """Bootstrap with ``gamma ** n_step`` (called by ``NStepReplayBuffer``)."""
+        """Learn from windows of up to ``n_step`` steps (called by ``NStepReplayBuffer``); each
+        transition's ``"steps_to_next_obs"`` ``k`` sets its bootstrap's ``gamma ** k``."""
         self.n_step = int(n_step)
-        self._set_gamma(self.gamma)
 
 
 class SAC(_OffPolicy):

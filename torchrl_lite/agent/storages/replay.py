@@ -22,6 +22,7 @@ from torchrl_lite.recipes import sac as sac_recipe
 __all__ = ["NStepReplayBuffer", "PERBuffer", "ReplayBuffer"]
 
 _SIZE = sac_recipe.Config().buffer_size
+_STEPS = "steps_to_next_obs"  # read by the losses' TD(0) estimator
 
 
 class ReplayBuffer:
@@ -95,13 +96,13 @@ class ReplayBuffer:
 
 class NStepReplayBuffer(ReplayBuffer):
     """Replay of n-step transitions: ``("next", "reward")`` is ``sum_i gamma^i r_{t+i}``
-    over ``n_step`` steps, ``"next"`` the state ``n_step`` steps later; the algorithm then
-    bootstraps with ``gamma ** n_step`` (``algo.use_n_step_returns``).
+    over the ``k <= n_step`` steps of the window, ``"next"`` the state after its last step,
+    and ``"steps_to_next_obs"`` is ``k``; the algorithm's TD(0) target bootstraps with
+    ``gamma ** k`` (as with :class:`~torchrl_lite.data.MultiStep` on the single-machine path).
 
-    A window that a termination cuts short is kept (no bootstrap, so no discount to fix);
-    one cut by a time limit or by the end of the collected batch is dropped (its
-    bootstrap would need ``gamma`` to a smaller power), about ``(n_step - 1) / T`` of the
-    steps of a ``T``-step batch.
+    Every step starts a window. One that an episode end (termination or time limit) or the
+    end of the collected batch cuts short has ``k < n_step``: a termination does not
+    bootstrap, the others bootstrap from the last state they reach.
 
     Example:
         >>> NStepReplayBuffer.create_factory(size=1000, n_step=3).kwargs
@@ -122,7 +123,6 @@ class NStepReplayBuffer(ReplayBuffer):
         nxt = batch.get(K.NEXT)
         reward = nxt.get(K.REWARD)  # [B, T, 1]
         done = nxt.get(K.DONE).squeeze(-1)  # [B, T]
-        terminated = nxt.get(K.TERMINATED, nxt.get(K.DONE)).squeeze(-1)  # [B, T]
         B, T = done.shape
         t = torch.arange(T, device=done.device)
         gamma = float(self.algo.gamma)
@@ -137,13 +137,23 @@ class NStepReplayBuffer(ReplayBuffer):
             length = length + inside
             last = torch.where(inside, idx.expand(B, T), last)
             alive = inside & ~done[:, idx]
-        ended_by_termination = terminated.gather(1, last)
-        keep = (length == self.n_step) | ended_by_termination  # [B, T]
         rows = torch.arange(B, device=done.device).unsqueeze(-1).expand(B, T)
         out = batch.clone(False)
         out.set(K.NEXT, nxt[rows, last])
         out.set((K.NEXT, K.REWARD), ret)
-        return out[keep]
+        out.set(_STEPS, length.unsqueeze(-1))  # [B, T, 1]: the TD target's gamma ** k
+        return out.reshape(-1)
+
+    def load_state_dict(self, state: dict) -> None:
+        data = state["buffer"]["storage"].get("data")
+        if isinstance(data, TensorDictBase) and _STEPS not in data.keys():
+            # saved before windows carried their length: every stored window was either
+            # n_step long or ended by a termination (whose target does not bootstrap)
+            data = data.clone(False)
+            data.set(_STEPS, torch.full((*data.shape, 1), self.n_step, dtype=torch.long))
+            storage = dict(state["buffer"]["storage"], data=data)
+            state = dict(state, buffer=dict(state["buffer"], storage=storage))
+        super().load_state_dict(state)
 
 
 class PERBuffer(ReplayBuffer):
