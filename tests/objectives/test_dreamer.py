@@ -114,6 +114,10 @@ def test_model_loss_matches_a_hand_written_filter():
     torch.testing.assert_close(out["loss_model_reward"], rwd, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(out["loss_model_kl"], kl, rtol=1e-4, atol=1e-5)
     assert batch["next", "state"].shape == (b, t, S) and not batch["next", "state"].requires_grad
+    torch.manual_seed(5)  # the recipe's reward_scale weights the reward term only
+    scaled = DreamerModelLoss(enc, dec, prior, post, rew, free_nats=0.0, reward_scale=30.0)(batch)
+    torch.testing.assert_close(scaled["loss_model_reward"], 30 * rwd, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(scaled["loss_model_reco"], reco, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="slices of batch \\[B, T\\], got \\[8\\]"):
         loss(_batch().reshape(-1))
 

@@ -265,6 +265,17 @@ def test_dreamer_clips_model_actor_and_value_gradients_each_on_its_own():
 
 
 @pytest.mark.dm_control
+def test_dreamer_reward_scale_reaches_the_world_model_loss():
+    pytest.importorskip("dm_control")  # the loss's weighting: tests/objectives/test_dreamer.py
+    recipe = get_recipe("dreamer")
+    cfg = config_for(recipe, **DREAMER_TINY, frames=16, reward_scale=30.0)
+    trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
+    model_loss = trainer.loss_module.model_loss
+    assert (model_loss.reward_scale, model_loss.reco_scale, model_loss.kl_scale) == (30.0, 1.0, 1.0)
+    assert config_for(recipe).reward_scale == 1.0  # Dreamer's weighting by default
+
+
+@pytest.mark.dm_control
 @pytest.mark.parametrize("interval", [3, 2])
 def test_dreamer_slow_value_model_is_copied_every_interval_updates(interval):
     pytest.importorskip("dm_control")

@@ -155,6 +155,9 @@ class Config:
     kl_balance: float | None = 0.8
     """A number in [0, 1]: DreamerV2's balancing (0.8: the prior moves towards the posterior
     4x faster than the reverse); None: Dreamer's KL."""
+    reward_scale: float = 1.0
+    """Weight of the reward term of the world-model loss (Dreamer: 1). The reconstruction
+    sums ~12k pixel errors, so at 1 the reward barely shapes the representation."""
     exploration_noise: float = 0.3
     """Gaussian action noise while collecting."""
     actor_dist: str = "tanh_normal"
@@ -361,7 +364,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     actor, value = make_actor_value(cfg, env)
     model_loss = DreamerModelLoss(
         encoder, decoder, prior, posterior, reward_head, pixels_key=obs_key(cfg),
-        kl_balance=cfg.kl_balance, free_nats=cfg.free_nats,
+        kl_balance=cfg.kl_balance, free_nats=cfg.free_nats, reward_scale=cfg.reward_scale,
     )  # fmt: skip
     model_env = DreamerEnv(prior, reward_head, env.action_spec)
     actor_loss = DreamerActorLoss(
