@@ -16,11 +16,11 @@ in ``--data`` (default ``/tmp/dreamer_random_episodes.pt``). Results in
 
 import argparse
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from torchrl_lite.objectives import DreamerModelLoss
 from torchrl_lite.recipes import config_for, get_recipe
 from torchrl_lite.recipes.common import PIXELS_STACK
 
@@ -44,11 +44,9 @@ def random_episodes(recipe, cfg, path: Path):
 def train_model(recipe, cfg, episodes, reward_scale: float, updates: int, seed: int = 0):
     train, test = episodes[:-TEST], episodes[-TEST:]
     torch.manual_seed(seed)
-    parts = recipe.make_world_model(cfg, recipe.make_train_env(cfg))
-    loss = DreamerModelLoss(
-        *parts, pixels_key=PIXELS_STACK, kl_balance=cfg.kl_balance, free_nats=cfg.free_nats,
-        reward_scale=reward_scale,
-    )  # fmt: skip
+    loss = recipe.make_model_loss(
+        replace(cfg, reward_scale=reward_scale), recipe.make_train_env(cfg)
+    )
     optimizer = torch.optim.Adam(loss.parameters(), lr=cfg.model_lr)
     g = torch.Generator().manual_seed(seed)
     start = time.time()

@@ -364,17 +364,21 @@ class _Joined(nn.Module):
         return self.net(torch.cat(inputs, -1))
 
 
+def make_model_loss(cfg: Config, env) -> DreamerModelLoss:
+    """The world model (:func:`make_world_model`) inside its loss, with the config's weights."""
+    return DreamerModelLoss(
+        *make_world_model(cfg, env), pixels_key=obs_key(cfg), kl_balance=cfg.kl_balance,
+        free_nats=cfg.free_nats, reward_scale=cfg.reward_scale,
+    )  # fmt: skip
+
+
 def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     """Everything to train: ``(trainer, policy)``; hooks registered."""
     torch.manual_seed(cfg.seed)
     env = make_train_env(cfg)
-    encoder, decoder, prior, posterior, reward_head = make_world_model(cfg, env)
+    model_loss = make_model_loss(cfg, env)
     actor, value = make_actor_value(cfg, env)
-    model_loss = DreamerModelLoss(
-        encoder, decoder, prior, posterior, reward_head, pixels_key=obs_key(cfg),
-        kl_balance=cfg.kl_balance, free_nats=cfg.free_nats, reward_scale=cfg.reward_scale,
-    )  # fmt: skip
-    model_env = DreamerEnv(prior, reward_head, env.action_spec)
+    model_env = DreamerEnv(model_loss.prior, model_loss.reward_head, env.action_spec)
     actor_loss = DreamerActorLoss(
         actor, value, model_env, imagination_horizon=cfg.horizon, gamma=cfg.gamma,
         lmbda=cfg.lmbda, entropy_coef=cfg.actor_entropy,
@@ -383,7 +387,8 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     loss = DreamerLoss(model_loss, actor_loss, DreamerValueLoss(value), slice_len=cfg.slice_len)
     spec = env.action_spec
     policy = RSSMPolicy(
-        encoder, prior, posterior, actor, spec.low, spec.high, obs_key(cfg),
+        model_loss.encoder, model_loss.prior, model_loss.posterior, actor, spec.low, spec.high,
+        obs_key(cfg),
         cfg.exploration_noise,
     )  # fmt: skip
     collector = SyncDataCollector(
