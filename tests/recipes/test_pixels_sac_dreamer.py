@@ -272,7 +272,10 @@ def test_dreamer_reward_scale_reaches_the_world_model_loss():
     trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
     model_loss = trainer.loss_module.model_loss
     assert (model_loss.reward_scale, model_loss.reco_scale, model_loss.kl_scale) == (30.0, 1.0, 1.0)
-    assert config_for(recipe).reward_scale == 1.0  # Dreamer's weighting by default
+    # by default 30 from pixels (the reconstruction sums ~12k pixel errors), 1 from the state
+    assert recipe.reward_scale(config_for(recipe)) == 30.0
+    assert recipe.reward_scale(config_for(recipe, pixels=False)) == 1.0
+    assert recipe.reward_scale(config_for(recipe, pixels=False, reward_scale=5.0)) == 5.0
 
 
 @pytest.mark.dm_control

@@ -149,10 +149,11 @@ class Config:
     """Imagination horizon."""
     model_lr: float = 6e-4
     """Adam step of the world model."""
-    actor_lr: float = 8e-5
-    """Adam step of the actor."""
-    value_lr: float = 8e-5
-    """Adam step of the value model."""
+    actor_lr: float = 3.2e-4
+    """Adam step of the actor (Dreamer: 8e-5, with ~10x the gradient work per frame; 4x
+    Dreamer's here: module docstring)."""
+    value_lr: float = 3.2e-4
+    """Adam step of the value model (Dreamer: 8e-5)."""
     gamma: float = 0.99
     """Discount of the imagined returns."""
     lmbda: float = 0.95
@@ -163,9 +164,10 @@ class Config:
     kl_balance: float | None = 0.8
     """A number in [0, 1]: DreamerV2's balancing (0.8: the prior moves towards the posterior
     4x faster than the reverse); None: Dreamer's KL."""
-    reward_scale: float = 1.0
-    """Weight of the reward term of the world-model loss (Dreamer: 1). The reconstruction
-    sums ~12k pixel errors, so at 1 the reward barely shapes the representation."""
+    reward_scale: float | None = None
+    """Weight of the reward term of the world-model loss; None: 30 from pixels, 1 from the
+    state (Dreamer: 1). The reconstruction sums ~12k pixel errors, so at 1 the reward barely
+    shapes a pixel representation."""
     exploration_noise: float = 0.3
     """Gaussian action noise while collecting."""
     actor_dist: str = "tanh_normal"
@@ -181,10 +183,11 @@ class Config:
     """Floor of the actor's pre-tanh std (Dreamer: 1e-4)."""
     detach_actor_inputs: bool = False
     """The actor reads detached model states in imagination (Dreamer's code does)."""
-    actor_entropy: float = 0.0
-    """Weight of the actor's entropy bonus in imagination (Dreamer: 0; DreamerV3: 3e-4 on
-    normalized returns)."""
-    slow_value_interval: int = 0
+    actor_entropy: float = 0.1
+    """Weight of the actor's entropy bonus in imagination, against returns in the env's own
+    units (Dreamer: 0; DreamerV3: 3e-4 on returns divided by their 5-95 percentile range,
+    about 0.03-0.1 on dm_control's). At 0 the actor ends bang-bang (module docstring)."""
+    slow_value_interval: int = 100
     """Above 0: the lambda-returns bootstrap with a copy of the value model refreshed every
     this many updates (DreamerV2's target critic: 100); 0: with the value model itself
     (Dreamer)."""
@@ -368,8 +371,15 @@ def make_model_loss(cfg: Config, env) -> DreamerModelLoss:
     """The world model (:func:`make_world_model`) inside its loss, with the config's weights."""
     return DreamerModelLoss(
         *make_world_model(cfg, env), pixels_key=obs_key(cfg), kl_balance=cfg.kl_balance,
-        free_nats=cfg.free_nats, reward_scale=cfg.reward_scale,
+        free_nats=cfg.free_nats, reward_scale=reward_scale(cfg),
     )  # fmt: skip
+
+
+def reward_scale(cfg: Config) -> float:
+    """The reward term's weight: ``cfg.reward_scale``, or 30 from pixels and 1 from the state."""
+    if cfg.reward_scale is not None:
+        return cfg.reward_scale
+    return 30.0 if cfg.pixels else 1.0
 
 
 def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
