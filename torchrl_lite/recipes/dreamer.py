@@ -39,9 +39,8 @@ Measured on dm_control cartpole-swingup, 3 seeds with these defaults (session 18
 - From the state (``pixels=false``): the 300 target at 61k / 63k / 65k env frames
   (703-719 s of a shared core).
 - From pixels, at 100k env frames: 182.7 / 267.6 / 203.2 (median 203.2; random ~65-125);
-  the 300 target is not reached. Continued with ``--resume``: seed 1 reaches 300 at 127k
-  env frames, seeds 0 / 2 are at 289.5 / 247.3 at 150k; continued
-  again, seed 0 reaches 300 at 152k and seed 2 at 179k (median 152k, worst 179k).
+  the 300 target is not reached. Continued with ``--resume``, the three reach 300 at
+  152k / 127k / 179k env frames (median 152k, worst 179k).
 - Before: with Dreamer's 8e-5 steps and no entropy bonus the actor ended bang-bang (from
   the state 285.3 / 221.2 at 100k env frames, seeds 0 / 1; 453.7 / 537.0 with the new steps
   and bonus); from pixels it collapsed to a constant push (return ~75) or swung (best
