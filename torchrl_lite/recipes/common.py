@@ -279,11 +279,20 @@ def check_action_kind(env: EnvBase, wanted: str, algo: str) -> None:
         )
 
 
-def mlp(in_features: int, out_features: int, hidden: int, depth: int, act=nn.Tanh) -> nn.Module:
-    """A plain MLP: ``depth`` hidden layers of ``hidden`` units."""
+def mlp(
+    in_features: int,
+    out_features: int,
+    hidden: int,
+    depth: int,
+    act=nn.Tanh,
+    layer_norm: bool = False,
+) -> nn.Module:
+    """A plain MLP: ``depth`` hidden layers of ``hidden`` units (with ``layer_norm``, each
+    normalized by a ``LayerNorm`` before its activation)."""
     layers, width = [], in_features
     for _ in range(depth):
-        layers += [nn.Linear(width, hidden), act()]
+        norm = [nn.LayerNorm(hidden)] if layer_norm else []
+        layers += [nn.Linear(width, hidden), *norm, act()]
         width = hidden
     layers.append(nn.Linear(width, out_features))
     return nn.Sequential(*layers)
@@ -330,19 +339,22 @@ def observation_network(
     depth: int,
     act=nn.Tanh,
     pixels: bool = False,
+    layer_norm: bool = False,
 ) -> tuple[nn.Module, str]:
     """``(net, in_key)``: an :func:`mlp` reading ``"observation"`` or, with ``pixels``, a
     :class:`PixelEncoder` reading ``"pixels_stack"`` followed by that MLP (also without
-    ``pixels`` when the env only observes ``"pixels_stack"``: Atari)."""
+    ``pixels`` when the env only observes ``"pixels_stack"``: Atari). ``layer_norm``
+    normalizes the MLP's hidden layers."""
     if not pixels and K.OBSERVATION not in env.observation_spec.keys():
         pixels = PIXELS_STACK in env.observation_spec.keys()
     if not pixels:
         obs_dim = env.observation_spec[K.OBSERVATION].shape[-1]
-        return mlp(obs_dim, out_features, hidden, depth, act), K.OBSERVATION
+        return mlp(obs_dim, out_features, hidden, depth, act, layer_norm), K.OBSERVATION
     shape = env.observation_spec[PIXELS_STACK].shape[-3:]  # [C, H, W]
     encoder = PixelEncoder(shape[0])
     features = encoder.out_features(shape)
-    return nn.Sequential(encoder, mlp(features, out_features, hidden, depth, act)), PIXELS_STACK
+    head = mlp(features, out_features, hidden, depth, act, layer_norm)
+    return nn.Sequential(encoder, head), PIXELS_STACK
 
 
 def apply_overrides(config, overrides: dict[str, str]):

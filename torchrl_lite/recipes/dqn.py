@@ -65,7 +65,7 @@ ENV_DEFAULTS: dict = {}
 # The drop to 2.5e-5 once the training mean reaches 300: 276.4 / 479.8 / 500.0 (2 solved).
 PIXEL_DEFAULTS = dict(
     buffer_size=50_000, batch_size=32, lr=1e-4, target_update_interval=1000,
-    eps_frames=50_000, init_random_frames=10_000, n_step=3, lr_drop_at=300.0,
+    eps_frames=50_000, init_random_frames=10_000, n_step=3, lr_drop_at=300.0, layer_norm=True,
 )  # fmt: skip
 
 
@@ -118,6 +118,8 @@ class Config:
     """Frames over which the random-action probability is annealed."""
     hidden: int = 256
     """Units per hidden layer (two layers, ReLU); 128 learns less reliably."""
+    layer_norm: bool = False
+    """A ``LayerNorm`` on each hidden layer of the Q-network, before its ReLU."""
     pixels: bool = False
     """Learn from rendered images instead of the state (4 stacked 64x64 grayscale frames)."""
     n_step: int = 1
@@ -144,7 +146,9 @@ def make_eval_env(cfg: Config, **kwargs):
 def make_qvalue_actor(cfg: Config, env):
     """The greedy policy: a network writes ``"action_value"``, then the arg-max action."""
     n_actions = env.action_spec.shape[-1]
-    net, key = observation_network(env, n_actions, cfg.hidden, 2, nn.ReLU, pixels=cfg.pixels)
+    net, key = observation_network(
+        env, n_actions, cfg.hidden, 2, nn.ReLU, pixels=cfg.pixels, layer_norm=cfg.layer_norm
+    )
     return QValueActor(net, in_keys=[key], spec=env.action_spec)
 
 
