@@ -82,6 +82,37 @@ def test_pixels_override_brings_the_pixel_defaults_and_explicit_values_win():
     assert apply_overrides(config_for(recipe), {"batch_size": "64"}).buffer_size == 100_000
 
 
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_dqn_layer_norm_q_network_matches_a_hand_written_forward(layer_norm):
+    """``layer_norm`` (on with ``pixels=true``) normalizes each hidden layer of the Q-head
+    over its units before the ReLU; checked against the textbook formula."""
+    recipe = get_recipe("dqn")
+    cfg = apply_overrides(config_for(recipe, "CartPole-v1"), {"hidden": "16"})
+    cfg = apply_overrides(cfg, {"pixels": "true"} if layer_norm else {})
+    assert cfg.layer_norm is layer_norm
+    env = recipe.make_train_env(apply_overrides(cfg, {"num_envs": "0"}))
+    actor = recipe.make_qvalue_actor(cfg, env)
+    net = actor[0].module
+    linears = [m for m in net.modules() if isinstance(m, torch.nn.Linear)]
+    norms = [m for m in net.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert len(linears) == 3 and len(norms) == (2 if layer_norm else 0)
+    for norm in norms:  # move the affine parameters off their (1, 0) start
+        torch.nn.init.normal_(norm.weight)
+        torch.nn.init.normal_(norm.bias)
+    obs = torch.randint(0, 256, (5, *(STACK_SHAPE if layer_norm else (4,))))
+    obs = obs.to(torch.uint8) if layer_norm else obs.float()
+    x = net[0](obs) if layer_norm else obs  # the conv features (pixels) or the state
+    for i, linear in enumerate(linears[:2]):
+        x = x @ linear.weight.T + linear.bias
+        if layer_norm:
+            mean = x.mean(-1, keepdim=True)
+            var = ((x - mean) ** 2).mean(-1, keepdim=True)
+            x = (x - mean) / (var + 1e-5).sqrt() * norms[i].weight + norms[i].bias
+        x = x.clamp_min(0)
+    expected = x @ linears[2].weight.T + linears[2].bias
+    torch.testing.assert_close(net(obs), expected)
+
+
 def _train_tiny(algo, env_id, **extra):
     recipe = get_recipe(algo)
     cfg = apply_overrides(
