@@ -473,3 +473,40 @@ def test_sac_pixels_n_step_stores_complete_windows_and_rejects_a_bad_n():
     )
     with pytest.raises(ValueError, match="n_step must be an int >= 1, got 0"):
         recipe.make_trainer(dataclasses.replace(cfg, n_step=0), progress_bar=False)
+
+
+@pytest.mark.parametrize("head_dim", [None, 3])
+def test_sac_layer_norm_q_network_matches_a_hand_written_forward(head_dim):
+    """``layer_norm=true`` normalizes each hidden layer of the Q-networks over its units
+    before the ReLU (the textbook formula), from the state and behind a feature head;
+    the actor keeps its plain MLP."""
+    from torchrl_lite.data import Bounded, Composite, Unbounded
+
+    recipe = get_recipe("sac")
+    cfg = dataclasses.replace(recipe.Config(), hidden=8, layer_norm=True)
+
+    class _Env:
+        observation_spec = Composite({"observation": Unbounded((5,))}, shape=())
+        action_spec = Bounded(-1.0, 1.0, (2,))
+
+    actor, qvalue = recipe.make_actor_qvalue(cfg, _Env(), "observation", 5, head_dim)
+    actor_norms = [m for m in actor.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert len(actor_norms) == (0 if head_dim is None else 1)  # only a feature head's
+    norms = [m for m in qvalue.modules() if isinstance(m, torch.nn.LayerNorm)]
+    linears = [m for m in qvalue.module.net.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(norms) == (2 if head_dim is None else 3) and len(linears) == 3
+    hidden_norms = norms[-2:]  # a feature head's own LayerNorm comes first
+    for norm in hidden_norms:
+        torch.nn.init.normal_(norm.weight)
+        torch.nn.init.normal_(norm.bias)
+    obs, action = torch.randn(4, 5), torch.rand(4, 2) * 2 - 1
+    features = obs if head_dim is None else qvalue.module.head(obs)
+    x = torch.cat([features, action], -1)
+    for linear, norm in zip(linears[:2], hidden_norms, strict=True):
+        x = x @ linear.weight.T + linear.bias
+        mean = x.mean(-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        x = ((x - mean) / (var + 1e-5).sqrt() * norm.weight + norm.bias).clamp_min(0)
+    expected = x @ linears[2].weight.T + linears[2].bias
+    td = TensorDict({"observation": obs, "action": action}, [4])
+    torch.testing.assert_close(qvalue(td)["state_action_value"], expected)

@@ -142,6 +142,9 @@ class Config:
     q_augs: int = 1
     """DrQ's ``M``: randomly shifted copies of the frames in each critic loss (pixels only;
     DrQ uses 2)."""
+    layer_norm: bool = False
+    """A ``LayerNorm`` on each hidden layer of the Q-networks, before its ReLU (DroQ's
+    critic; the actor is left as it is)."""
 
 
 def _env_kwargs(cfg: Config) -> dict:
@@ -241,14 +244,19 @@ def make_actor_qvalue(
         distribution_kwargs={"low": spec.low, "high": spec.high},
         spec=spec,
     )
-    qnet = MLP(  # joins observation and action along the last dim
-        in_features=width + act_dim,
-        out_features=1,
-        num_cells=[cfg.hidden, cfg.hidden],
-        activation_class=nn.ReLU,
-    )
+    if cfg.layer_norm:
+        qnet = mlp(width + act_dim, 1, cfg.hidden, 2, nn.ReLU, layer_norm=True)
+    else:
+        qnet = MLP(  # joins observation and action along the last dim
+            in_features=width + act_dim,
+            out_features=1,
+            num_cells=[cfg.hidden, cfg.hidden],
+            activation_class=nn.ReLU,
+        )
     if head_dim is not None:
         qnet = HeadQValue(feature_head(obs_dim, head_dim), qnet)
+    elif cfg.layer_norm:  # a plain MLP reads one input: HeadQValue joins the two
+        qnet = HeadQValue(nn.Identity(), qnet)
     qvalue = ValueOperator(qnet, in_keys=[obs_key, "action"])
     return actor, qvalue
 
