@@ -113,3 +113,79 @@ def test_full_size_config_builds_the_papers_networks():
     small = recipe.make_world_model(config_for(recipe), _Env())
     count = lambda mods: sum(p.numel() for m in mods for p in m.parameters())  # noqa: E731
     assert count(small) < count((encoder, decoder, prior, posterior, reward)) / 3
+
+
+def _ln(x, norm):
+    """LayerNorm written out: standardize over the last dim, then scale and shift."""
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / (var + norm.eps).sqrt() * norm.weight + norm.bias
+
+
+def _randomize_norms(module):
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.LayerNorm)]
+    for norm in norms:  # off their (1, 0) start, so a missed affine would show
+        torch.nn.init.normal_(norm.weight)
+        torch.nn.init.normal_(norm.bias)
+    return norms
+
+
+def test_layer_norm_rssm_and_heads_match_hand_written_layers():
+    """``layer_norm=True`` puts a LayerNorm before the ELU of every hidden layer: the prior,
+    the posterior and the reward/value head against the formulas; off, nothing is added
+    (same parameter names as before the option)."""
+    torch.manual_seed(0)
+    elu = torch.nn.functional.elu
+    prior = RSSMPrior(action_dim=2, state_dim=3, belief_dim=5, hidden=6, layer_norm=True)
+    norm_in, norm_head = _randomize_norms(prior)[::-1]  # head's first, then the input's
+    s, h, a = torch.randn(4, 3), torch.randn(4, 5), torch.randn(4, 2)
+    torch.manual_seed(1)
+    mean, std, sample, belief = prior(s, h, a)
+    lin = prior.action_state
+    x = elu(_ln(torch.cat([s, a], -1) @ lin.weight.T + lin.bias, norm_in))
+    expected_belief = prior.rnn(x, h)
+    first, last = prior.head[0], prior.head[3]
+    y = elu(_ln(expected_belief @ first.weight.T + first.bias, norm_head))
+    y = y @ last.weight.T + last.bias
+    torch.testing.assert_close(belief, expected_belief)
+    torch.testing.assert_close(mean, y[:, :3])
+    torch.testing.assert_close(std, torch.nn.functional.softplus(y[:, 3:]) + 0.1)
+    torch.manual_seed(1)
+    torch.testing.assert_close(sample, mean + std * torch.randn_like(std))
+
+    post = RSSMPosterior(belief_dim=5, embed_dim=7, state_dim=3, hidden=6, layer_norm=True)
+    (norm,) = _randomize_norms(post)
+    e = torch.randn(4, 7)
+    first, last = post.net[0], post.net[3]
+    y = elu(_ln(torch.cat([h, e], -1) @ first.weight.T + first.bias, norm))
+    y = y @ last.weight.T + last.bias
+    torch.testing.assert_close(post(h, e)[0], y[:, :3])
+
+    head = RewardHead(8, hidden=6, depth=3, layer_norm=True)
+    norms = _randomize_norms(head)
+    linears = [m for m in head.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(norms) == 3 and len(linears) == 4
+    f = x = torch.randn(4, 8)
+    for linear, norm in zip(linears, norms, strict=False):
+        x = elu(_ln(x @ linear.weight.T + linear.bias, norm))
+    torch.testing.assert_close(head(f), x @ linears[3].weight.T + linears[3].bias)
+
+    plain = [RSSMPrior(2, 3, 5, 6), RSSMPosterior(5, 7, 3, 6), RewardHead(8, 6, 3)]
+    for module in plain:
+        assert not any(isinstance(m, torch.nn.LayerNorm) for m in module.modules())
+    assert set(plain[0].state_dict()) == {
+        "action_state.weight", "action_state.bias", "rnn.weight_ih", "rnn.weight_hh",
+        "rnn.bias_ih", "rnn.bias_hh", "head.0.weight", "head.0.bias", "head.2.weight",
+        "head.2.bias",
+    }  # fmt: skip
+
+
+def test_dreamer_recipe_layer_norm_reaches_every_mlp():
+    recipe = get_recipe("dreamer")
+    cfg = config_for(recipe, "dm_control/cartpole-swingup", pixels=False, layer_norm=True)
+    env = recipe.make_train_env(cfg)
+    encoder, decoder, prior, posterior, reward = recipe.make_world_model(cfg, env)
+    actor, value = recipe.make_actor_value(cfg, env)
+    count = lambda m: sum(isinstance(x, torch.nn.LayerNorm) for x in m.modules())  # noqa: E731
+    assert [count(m) for m in (prior, posterior, reward, actor, value)] == [2, 1, 2, 3, 3]
+    assert count(encoder) == count(decoder) == 0

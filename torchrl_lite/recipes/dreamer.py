@@ -198,6 +198,10 @@ class Config:
     clip_per_part: bool = True
     """Clip the world model's, the actor's and the value model's gradient norms each on its
     own (Dreamer); False: one norm over all three."""
+    layer_norm: bool = False
+    """A ``LayerNorm`` before the ELU of every hidden layer of the RSSM, the reward head, the
+    actor and the value model (as DreamerV3 normalizes its layers; the image encoder and
+    decoder and the state-mode MLPs are left as they are)."""
 
 
 def obs_key(cfg: Config) -> str:
@@ -264,9 +268,12 @@ def make_world_model(cfg: Config, env):
         mlp = dict(num_cells=cfg.hidden, depth=2, activation=nn.ELU)
         encoder = MLP(in_features=dim, out_features=cfg.hidden, **mlp)
         decoder = MLP(in_features=features, out_features=dim, **mlp)
-    prior = RSSMPrior(action_dim, cfg.state_dim, cfg.belief_dim, cfg.hidden)
-    posterior = RSSMPosterior(cfg.belief_dim, encoder.out_features, cfg.state_dim, cfg.hidden)
-    return encoder, decoder, prior, posterior, RewardHead(features, cfg.hidden, 2)
+    norm = dict(layer_norm=cfg.layer_norm)
+    prior = RSSMPrior(action_dim, cfg.state_dim, cfg.belief_dim, cfg.hidden, **norm)
+    posterior = RSSMPosterior(
+        cfg.belief_dim, encoder.out_features, cfg.state_dim, cfg.hidden, **norm
+    )
+    return encoder, decoder, prior, posterior, RewardHead(features, cfg.hidden, 2, **norm)
 
 
 def make_actor_value(cfg: Config, env):
@@ -275,7 +282,8 @@ def make_actor_value(cfg: Config, env):
     features = cfg.state_dim + cfg.belief_dim
     layers, width = [], features
     for _ in range(3):
-        layers += [nn.Linear(width, cfg.hidden), nn.ELU()]
+        norm = [nn.LayerNorm(cfg.hidden)] if cfg.layer_norm else []
+        layers += [nn.Linear(width, cfg.hidden), *norm, nn.ELU()]
         width = cfg.hidden
     if cfg.actor_dist == "trunc_normal":
         params, dist = TruncNormalActorParams(), TruncatedNormal
@@ -294,7 +302,7 @@ def make_actor_value(cfg: Config, env):
         distribution_kwargs={"low": spec.low, "high": spec.high},
         return_log_prob=True,  # the actor loss's entropy estimate
     )
-    return actor, RewardHead(features, cfg.hidden, 3)
+    return actor, RewardHead(features, cfg.hidden, 3, layer_norm=cfg.layer_norm)
 
 
 class DreamerActorParams(nn.Module):

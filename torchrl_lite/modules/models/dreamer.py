@@ -120,6 +120,17 @@ class ObsDecoder(nn.Module):
         return image.reshape(*batch, *image.shape[1:])
 
 
+def _norm(width: int, layer_norm: bool) -> nn.Module:
+    """A ``LayerNorm`` over ``width`` units, or nothing (no parameters) without ``layer_norm``."""
+    return nn.LayerNorm(width) if layer_norm else nn.Identity()
+
+
+def _dense(in_features: int, out_features: int, layer_norm: bool) -> list[nn.Module]:
+    """A hidden layer: Linear, a LayerNorm with ``layer_norm``, ELU."""
+    norm = [nn.LayerNorm(out_features)] if layer_norm else []
+    return [nn.Linear(in_features, out_features), *norm, nn.ELU()]
+
+
 def _normal_params(x: torch.Tensor, min_std: float):
     mean, std = x.chunk(2, -1)
     return mean, F.softplus(std) + min_std
@@ -136,6 +147,8 @@ class RSSMPrior(nn.Module):
         belief_dim: ``D`` (GRU units).
         hidden: units of the layers around the GRU.
         min_std: the smallest standard deviation.
+        layer_norm: normalize both hidden layers by a ``LayerNorm`` before the ELU
+            (DreamerV3 normalizes every layer).
 
     Example:
         >>> prior = RSSMPrior(action_dim=1, state_dim=4, belief_dim=8, hidden=8)
@@ -146,18 +159,20 @@ class RSSMPrior(nn.Module):
 
     def __init__(
         self, action_dim: int, state_dim: int = 30, belief_dim: int = 200, hidden: int = 200,
-        min_std: float = 0.1,
+        min_std: float = 0.1, layer_norm: bool = False,
     ):  # fmt: skip
         super().__init__()
         self.state_dim, self.belief_dim, self.min_std = state_dim, belief_dim, min_std
         self.action_state = nn.Linear(state_dim + action_dim, hidden)
         self.rnn = nn.GRUCell(hidden, belief_dim)
         self.head = nn.Sequential(
-            nn.Linear(belief_dim, hidden), nn.ELU(), nn.Linear(hidden, 2 * state_dim)
+            *_dense(belief_dim, hidden, layer_norm), nn.Linear(hidden, 2 * state_dim)
         )
+        self.action_state_norm = _norm(hidden, layer_norm)
 
     def forward(self, state: torch.Tensor, belief: torch.Tensor, action: torch.Tensor):
-        x = F.elu(self.action_state(torch.cat([state, action], -1)))  # [*B, hidden]
+        x = self.action_state(torch.cat([state, action], -1))
+        x = F.elu(self.action_state_norm(x))  # [*B, hidden]
         flat_x, batch = _flat(x, 1)
         belief = self.rnn(flat_x, belief.reshape(-1, self.belief_dim)).reshape(*batch, -1)
         mean, std = _normal_params(self.head(belief), self.min_std)  # [*B, S] each
@@ -173,6 +188,7 @@ class RSSMPosterior(nn.Module):
         state_dim: ``S``.
         hidden: units of the hidden layer.
         min_std: the smallest standard deviation.
+        layer_norm: normalize the hidden layer by a ``LayerNorm`` before the ELU.
 
     Example:
         >>> post = RSSMPosterior(belief_dim=8, embed_dim=6, state_dim=4, hidden=8)
@@ -182,12 +198,12 @@ class RSSMPosterior(nn.Module):
 
     def __init__(
         self, belief_dim: int = 200, embed_dim: int = 1024, state_dim: int = 30,
-        hidden: int = 200, min_std: float = 0.1,
+        hidden: int = 200, min_std: float = 0.1, layer_norm: bool = False,
     ):  # fmt: skip
         super().__init__()
         self.min_std = min_std
         self.net = nn.Sequential(
-            nn.Linear(belief_dim + embed_dim, hidden), nn.ELU(), nn.Linear(hidden, 2 * state_dim)
+            *_dense(belief_dim + embed_dim, hidden, layer_norm), nn.Linear(hidden, 2 * state_dim)
         )
 
     def forward(self, belief: torch.Tensor, embed: torch.Tensor):
@@ -204,17 +220,18 @@ class RewardHead(nn.Module):
         in_features: ``S + D``.
         hidden: units per hidden layer.
         depth: hidden layers (Dreamer: 2 for the reward, 3 for the value).
+        layer_norm: normalize each hidden layer by a ``LayerNorm`` before the ELU.
 
     Example:
         >>> RewardHead(10, hidden=8)(torch.zeros(3, 10)).shape
         torch.Size([3, 1])
     """
 
-    def __init__(self, in_features: int, hidden: int = 400, depth: int = 2):
+    def __init__(self, in_features: int, hidden: int = 400, depth: int = 2, layer_norm=False):
         super().__init__()
         layers, width = [], in_features
         for _ in range(depth):
-            layers += [nn.Linear(width, hidden), nn.ELU()]
+            layers += _dense(width, hidden, layer_norm)
             width = hidden
         self.net = nn.Sequential(*layers, nn.Linear(width, 1))
 
