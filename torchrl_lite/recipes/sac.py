@@ -23,12 +23,14 @@ every second step. ``frames`` counts agent steps: with ``action_repeat=8``, DrQ'
 are ``frames=12_500``. Measured on the 2-core machine, one torch thread, otherwise quiet:
 0.024 s per agent step of the env (8 physics steps, 64x64 EGL render: 0.018 s, and
 preprocessing), 0.17-0.21 s per update, ~0.25 s per agent step in training (~50 min per
-100k env frames). Not yet seen to reach DrQ's level: on cartpole-swingup seeds 0-2 were at
-365 / 443 / 301 (median 365, worst 301; mean of the last 10 training episodes; target
-700, DrQ 759) at 100k env frames, still rising; with one-step targets 282 / 466 / 312
-(median 312, worst 282); ``benchmarks/results/pixels.md``. The same settings on the 5-d state learn
-it at the published speed (624 at 32k env frames, 862 at 100k), so the slow part is
-learning the representation; ``loss_function=l2`` (DrQ's MSE), ``init=orthogonal``
+100k env frames). Since session 19 each Q-network's hidden layers are normalized by a
+LayerNorm (``layer_norm=True``, as in DroQ's critic): on cartpole-swingup seeds 1 and 2
+reach 700 (mean of the last 10 training episodes) at 93k and 90k env frames, seed 0 ends
+at 542 at 100k (median 722, worst 542; target 700, DrQ 759); without it 365 / 443 / 301
+(median 365) and with one-step targets 282 / 466 / 312; ``benchmarks/results/pixels.md``.
+The same settings on the 5-d state learn it at the published speed (624 at 32k env
+frames, 862 at 100k), so the slow part is learning the representation;
+``loss_function=l2`` (DrQ's MSE), ``init=orthogonal``
 (DrQ's init, :func:`orthogonal_init_`), ``conv_strides=2,1,1`` (27x27 features, 2.3x
 the update cost), ``batch_size=256`` and ``hidden=1024`` were tried on seed 0 to 24-32k
 env frames and did not measurably help, so
@@ -77,7 +79,7 @@ ENV_DEFAULTS = {"mujoco": _LOCOMOTION, "dm_control": _LOCOMOTION}
 # A transition holds two uint8 [4, 64, 64] stacks (32 KiB): 20k of them are 640 MiB.
 PIXEL_DEFAULTS = dict(
     action_repeat=8, buffer_size=20_000, batch_size=128, lr=1e-3, tau=0.01, hidden=256,
-    init_random_frames=1000, frames_per_batch=2, alpha_init=0.1, n_step=3,
+    init_random_frames=1000, frames_per_batch=2, alpha_init=0.1, n_step=3, layer_norm=True,
 )  # fmt: skip
 FEATURES = "features"
 """The encoder's output entry (pixels): what the actor and the Q-networks read."""
