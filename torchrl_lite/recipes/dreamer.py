@@ -96,6 +96,7 @@ from torchrl_lite.recipes.common import (
     check_action_kind,
     check_can_render,
     make_env,
+    mlp,
     whole_batches,
 )
 from torchrl_lite.trainers import OptimizerHook, ReplayBufferTrainer, Trainer
@@ -267,9 +268,9 @@ def make_world_model(cfg: Config, env):
         decoder = ObsDecoder(features, channels, cfg.depth)
     else:
         dim = env.observation_spec[K.OBSERVATION].shape[-1]
-        mlp = dict(num_cells=cfg.hidden, depth=2, activation=nn.ELU)
-        encoder = MLP(in_features=dim, out_features=cfg.hidden, **mlp)
-        decoder = MLP(in_features=features, out_features=dim, **mlp)
+        sizes = dict(num_cells=cfg.hidden, depth=2, activation=nn.ELU)
+        encoder = MLP(in_features=dim, out_features=cfg.hidden, **sizes)
+        decoder = MLP(in_features=features, out_features=dim, **sizes)
     norm = dict(layer_norm=cfg.layer_norm)
     prior = RSSMPrior(action_dim, cfg.state_dim, cfg.belief_dim, cfg.hidden, **norm)
     posterior = RSSMPosterior(
@@ -282,11 +283,8 @@ def make_actor_value(cfg: Config, env):
     """A TanhNormal actor on ``("state", "belief")`` and a 3-layer value model."""
     spec = env.action_spec
     features = cfg.state_dim + cfg.belief_dim
-    layers, width = [], features
-    for _ in range(3):
-        norm = [nn.LayerNorm(cfg.hidden)] if cfg.layer_norm else []
-        layers += [nn.Linear(width, cfg.hidden), *norm, nn.ELU()]
-        width = cfg.hidden
+    # 3 ELU layers, then loc and scale (params has no weights: the init order is unchanged)
+    layers = mlp(features, 2 * spec.shape[-1], cfg.hidden, 3, nn.ELU, cfg.layer_norm)
     if cfg.actor_dist == "trunc_normal":
         params, dist = TruncNormalActorParams(), TruncatedNormal
     elif cfg.actor_dist == "tanh_normal":
@@ -296,7 +294,7 @@ def make_actor_value(cfg: Config, env):
         raise ValueError(
             f"dreamer: actor_dist must be 'tanh_normal' or 'trunc_normal', got {cfg.actor_dist!r}."
         )
-    net = nn.Sequential(*layers, nn.Linear(width, 2 * spec.shape[-1]), params)
+    net = nn.Sequential(*layers, params)
     actor = ProbabilisticActor(
         TensorDictModule(_Joined(net), in_keys=["state", "belief"], out_keys=["loc", "scale"]),
         in_keys=["loc", "scale"],
