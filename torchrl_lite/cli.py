@@ -21,6 +21,7 @@ import dataclasses
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -382,23 +383,17 @@ def evaluate(
 
     Each episode runs until done or ``max_steps`` steps.
     """
-    from torchrl_lite.envs import ExplorationType, set_exploration_type
+    from torchrl_lite.recipes.common import play_deterministic
 
     recipe, cfg, policy = _trained_policy(folder)
     env_kwargs = {"from_pixels": True, "pixels_only": False} if video else {}
     env = recipe.make_eval_env(cfg, **env_kwargs)
-    returns, frames = [], []
-    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
-        for _ in range(episodes):
-            rollout = env.rollout(max_steps, policy, break_when_any_done=True)
-            returns.append(float(rollout.get((K.NEXT, K.REWARD)).sum()))
-            if video:
-                frames.append(rollout.get((K.NEXT, K.PIXELS)))
+    rollouts = play_deterministic(env, policy, episodes, max_steps)
     env.close()
-    mean = sum(returns) / len(returns)
-    std = math.sqrt(sum((r - mean) ** 2 for r in returns) / len(returns))
+    returns = [float(rollout.get((K.NEXT, K.REWARD)).sum()) for rollout in rollouts]
+    mean, std = statistics.fmean(returns), statistics.pstdev(returns)
     if video:
-        _write_video(video, torch.cat(frames).numpy())
+        _write_video(video, torch.cat([r.get((K.NEXT, K.PIXELS)) for r in rollouts]).numpy())
     if not quiet:
         print(f"mean return: {mean:.1f} +/- {std:.1f} over {episodes} episodes", flush=True)
     return mean, std

@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import importlib
 import math
+import statistics
 from collections.abc import Callable
 
 import torch
@@ -473,6 +474,18 @@ class EpisodeReturns(TrainerHookBase):
         trainer.register_module(name, self)
 
 
+def play_deterministic(env: EnvBase, policy, episodes: int, max_steps: int) -> list:
+    """``episodes`` rollouts of ``policy``'s deterministic actions, each to its end or ``max_steps``.
+
+    Runs under ``ExplorationType.DETERMINISTIC`` and ``torch.no_grad()``; the episodes are
+    played one after the other in ``env``.
+    """
+    from torchrl_lite.envs import ExplorationType, set_exploration_type
+
+    with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+        return [env.rollout(max_steps, policy, break_when_any_done=True) for _ in range(episodes)]
+
+
 class PeriodicEvaluation(TrainerHookBase):
     """Evaluate the deterministic policy every ``interval`` collected frames.
 
@@ -516,22 +529,16 @@ class PeriodicEvaluation(TrainerHookBase):
 
     def evaluate(self) -> list[float]:
         """The returns of ``episodes`` deterministic episodes."""
-        from torchrl_lite.envs import ExplorationType, set_exploration_type
-
         policy = self.policy
         was_training = isinstance(policy, nn.Module) and policy.training
         if was_training:
             policy.eval()
-        returns = []
         try:
-            with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
-                for _ in range(self.episodes):
-                    rollout = self.env.rollout(self.max_steps, policy, break_when_any_done=True)
-                    returns.append(float(rollout.get((K.NEXT, K.REWARD)).sum()))
+            rollouts = play_deterministic(self.env, policy, self.episodes, self.max_steps)
         finally:
             if was_training:
                 policy.train()
-        return returns
+        return [float(rollout.get((K.NEXT, K.REWARD)).sum()) for rollout in rollouts]
 
     def __call__(self, batch=None) -> dict | None:
         trainer = self._trainer
@@ -546,8 +553,7 @@ class PeriodicEvaluation(TrainerHookBase):
         else:
             frames = len(self.history)
         returns = self.evaluate()
-        mean = sum(returns) / len(returns)
-        std = math.sqrt(sum((r - mean) ** 2 for r in returns) / len(returns))
+        mean, std = statistics.fmean(returns), statistics.pstdev(returns)
         self.history.append((frames, mean, std))
         return {"eval_return": mean, "log_pbar": True}
 
