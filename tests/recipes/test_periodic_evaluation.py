@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from torchrl_lite.cli import main
-from torchrl_lite.recipes.common import PeriodicEvaluation, make_env
+from torchrl_lite.envs import ExplorationType, exploration_type
+from torchrl_lite.recipes.common import PeriodicEvaluation, make_env, play_deterministic
 
 
 def _lean(td):  # push the cart towards where the pole falls
@@ -45,6 +46,21 @@ def test_evaluation_episodes_match_a_raw_gymnasium_loop(max_steps):
     assert len(set(reference)) > 1  # different episodes, not one repeated
     if max_steps == 40:
         assert max(reference) == 40  # the cap ends an episode
+
+
+def test_play_deterministic_plays_whole_episodes_greedily_without_gradients():
+    seen = []
+
+    def policy(td):
+        seen.append((exploration_type(), torch.is_grad_enabled()))
+        return _lean(td)
+
+    rollouts = play_deterministic(make_env("CartPole-v1", seed=5), policy, 3, 60)
+    returns = [float(r.get(("next", "reward")).sum()) for r in rollouts]
+    assert returns == _raw_returns(5, 3, 60)  # each to its end or the cap, one after another
+    assert [r.shape[-1] for r in rollouts] == [int(x) for x in returns]
+    assert set(seen) == {(ExplorationType.DETERMINISTIC, False)}
+    assert torch.is_grad_enabled() and exploration_type() != ExplorationType.DETERMINISTIC
 
 
 def test_evaluations_run_past_each_interval_and_after_the_last_batch():

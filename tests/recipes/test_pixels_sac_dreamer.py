@@ -239,6 +239,17 @@ DREAMER_TINY = dict(init_random_frames=16, frames_per_batch=16, batch_size=2, sl
 
 
 @pytest.mark.dm_control
+def test_dreamer_defaults_to_50_updates_per_batch_of_250_agent_steps():
+    pytest.importorskip("dm_control")
+    recipe = get_recipe("dreamer")
+    cfg = config_for(recipe)
+    assert (cfg.optim_steps_per_batch, cfg.frames_per_batch, cfg.action_repeat) == (50, 250, 4)
+    tiny = {k: v for k, v in DREAMER_TINY.items() if k != "frames_per_batch"}
+    trainer, _ = recipe.make_trainer(config_for(recipe, **tiny), progress_bar=False)
+    assert trainer.optim_steps_per_batch == 50
+
+
+@pytest.mark.dm_control
 def test_dreamer_clips_model_actor_and_value_gradients_each_on_its_own():
     pytest.importorskip("dm_control")
     recipe = get_recipe("dreamer")
