@@ -322,6 +322,18 @@ def test_ppo_acts_with_a_categorical_policy_on_discrete_actions():
 
 
 @pytest.mark.dm_control
+def test_sac_pixels_default_to_two_updates_per_agent_step():
+    pytest.importorskip("dm_control")
+    recipe, cfg = _tiny_sac_pixels(16)
+    assert (cfg.utd_ratio, cfg.frames_per_batch, cfg.layer_norm) == (2.0, 2, True)
+    trainer, _ = recipe.make_trainer(cfg, progress_bar=False)
+    assert trainer.optim_steps_per_batch == 4  # 2 updates for each of the batch's 2 agent steps
+    trainer.collector.shutdown()
+    assert _tiny_sac_pixels(16, utd_ratio="1")[1].utd_ratio == 1.0  # an override wins
+    assert config_for(recipe).utd_ratio == 1.0  # from the state: one update per step
+
+
+@pytest.mark.dm_control
 def test_sac_pixel_options_reach_the_loss_encoder_and_env():
     pytest.importorskip("dm_control")
     recipe, cfg = _tiny_sac_pixels(16, loss_function="l1", conv_strides="2,1,1", grayscale="false")

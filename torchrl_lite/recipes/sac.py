@@ -13,29 +13,29 @@ next frames drawn independently). As in DrQ, the convolutions (32-32-32 channels
 kernels, strides 2-2-1 -> 13x13x32) are trained by the critic only; the actor reads them
 detached and, like each Q-network, has its own head (Linear to 50 features, LayerNorm,
 tanh) before its 2 x 256 units. Batch 128, lr 1e-3, tau 0.01 (Q-networks and encoder,
-every update), temperature starting at 0.1, 1,000 random agent steps first, one update
-per agent step, 3-step returns (``n_step=3``, from DrQ-v2; DrQ itself uses one-step
-targets, ``n_step=1``). DrQ's settings shrunk to fit two CPU cores: DrQ uses 84x84 RGB,
-3 frames, 4 conv layers of 32 (35x35x32 features, ~7x the convolution cost), batch 512 (4x),
-Q-networks of 2 x 1024, two augmented copies per sample (an option here:
-``target_augs=2 q_augs=2``, DrQ's K and M; on seed 0: 635 at 100k env frames against 542,
-the other seeds not measured yet), actor and target updates
-every second step. ``frames`` counts agent steps: with ``action_repeat=8``, DrQ's 100k env steps
-are ``frames=12_500``. Measured on the 2-core machine, one torch thread, otherwise quiet:
+every update), temperature starting at 0.1, 1,000 random agent steps first, two updates
+per agent step (``utd_ratio=2``; DrQ makes one), 3-step returns (``n_step=3``, from
+DrQ-v2; DrQ itself uses one-step targets, ``n_step=1``), a LayerNorm on each hidden layer
+of the Q-networks (``layer_norm=True``, as in DroQ's critic). DrQ's settings shrunk to fit
+two CPU cores: DrQ uses 84x84 RGB, 3 frames, 4 conv layers of 32 (35x35x32 features, ~7x
+the convolution cost), batch 512 (4x), Q-networks of 2 x 1024, two augmented copies per
+sample (an option here: ``target_augs=2 q_augs=2``, DrQ's K and M), actor and target
+updates every second step. ``frames`` counts agent steps: with ``action_repeat=8``, DrQ's
+100k env steps are ``frames=12_500``. Measured on the 2-core machine, one torch thread:
 0.024 s per agent step of the env (8 physics steps, 64x64 EGL render: 0.018 s, and
-preprocessing), 0.17-0.21 s per update, ~0.25 s per agent step in training (~50 min per
-100k env frames). Since session 19 each Q-network's hidden layers are normalized by a
-LayerNorm (``layer_norm=True``, as in DroQ's critic): on cartpole-swingup seeds 1 and 2
-reach 700 (mean of the last 10 training episodes) at 93k and 90k env frames, seed 0 ends
-at 542 at 100k (median 722, worst 542; target 700, DrQ 759); without it 365 / 443 / 301
-(median 365) and with one-step targets 282 / 466 / 312; ``benchmarks/results/pixels.md``.
-The same settings on the 5-d state learn it at the published speed (624 at 32k env
-frames, 862 at 100k), so the slow part is learning the representation;
-``loss_function=l2`` (DrQ's MSE), ``init=orthogonal``
-(DrQ's init, :func:`orthogonal_init_`), ``conv_strides=2,1,1`` (27x27 features, 2.3x
-the update cost), ``batch_size=256`` and ``hidden=1024`` were tried on seed 0 to 24-32k
-env frames and did not measurably help, so
-the defaults stay as above; ``grayscale=false`` stacks RGB frames (1.6x the cost).
+preprocessing), 0.29 s per agent step in training with its two updates (one other run on
+the other core; ~1 h per 100k env frames). On cartpole-swingup, 3 seeds: 700 (mean of the
+last 10 training episodes) at 62k / 80k / 76k env frames (median 76k, worst 80k; target
+700 within 100k, DrQ 759 at 100k). With one update per agent step (``utd_ratio=1``) seeds
+1 and 2 reach 700 at 93k and 90k, seed 0 ends at 542 (635 with ``target_augs=2
+q_augs=2``); without the LayerNorm 365 / 443 / 301 at 100k and with one-step targets 282 /
+466 / 312; ``benchmarks/results/pixels.md``. The one-update settings on the 5-d state
+learn it at the published speed (624 at 32k env frames, 862 at 100k), so the slow part is
+learning the representation; ``loss_function=l2`` (DrQ's MSE), ``init=orthogonal`` (DrQ's
+init, :func:`orthogonal_init_`), ``conv_strides=2,1,1`` (27x27 features, 2.3x the update
+cost), ``batch_size=256`` and ``hidden=1024`` were tried on seed 0 to 24-32k env frames
+and did not measurably help, so the defaults stay as above; ``grayscale=false`` stacks
+RGB frames (1.6x the cost).
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ ENV_DEFAULTS = {"mujoco": _LOCOMOTION, "dm_control": _LOCOMOTION}
 PIXEL_DEFAULTS = dict(
     action_repeat=8, buffer_size=20_000, batch_size=128, lr=1e-3, tau=0.01, hidden=256,
     init_random_frames=1000, frames_per_batch=2, alpha_init=0.1, n_step=3, layer_norm=True,
+    utd_ratio=2.0,
 )  # fmt: skip
 FEATURES = "features"
 """The encoder's output entry (pixels): what the actor and the Q-networks read."""
