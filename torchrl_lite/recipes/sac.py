@@ -26,7 +26,8 @@ updates every second step. ``frames`` counts agent steps: with ``action_repeat=8
 preprocessing), 0.29 s per agent step in training with its two updates (one other run on
 the other core; ~1 h per 100k env frames). On cartpole-swingup, 3 seeds: 700 (mean of the
 last 10 training episodes) at 62k / 80k / 76k env frames (median 76k, worst 80k; target
-700 within 100k, DrQ 759 at 100k). With one update per agent step (``utd_ratio=1``) seeds
+700 within 100k, DrQ 759 at 100k); run again to the end of the budget, 700 at 88k / 55k /
+91k, never below it after, and 740 / 729 / 765 at 100k (greedy 743 / 804 / 839). With one update per agent step (``utd_ratio=1``) seeds
 1 and 2 reach 700 at 93k and 90k, seed 0 ends at 542 (635 with ``target_augs=2
 q_augs=2``); without the LayerNorm 365 / 443 / 301 at 100k and with one-step targets 282 /
 466 / 312; ``benchmarks/results/pixels.md``. The one-update settings on the 5-d state
