@@ -45,6 +45,7 @@ from torchrl_lite.recipes.common import (
     whole_batches,
 )
 from torchrl_lite.trainers import ShuffledMiniBatches, Trainer
+from torchrl_lite.trainers.hooks import TrainerHookBase
 
 ALGO = "ppo"
 ACTIONS = "continuous or discrete"
@@ -62,10 +63,13 @@ ENV_DEFAULTS = {
         epochs=4, mini_batch_size=256, lr=2.5e-4, clip_epsilon=0.1, entropy_coef=0.01,
         hidden=256, recompute_advantage=False,
     ),
-    # the PPO paper's MuJoCo settings (one env, 2048 steps, 10 epochs of 64-frame batches)
+    # the PPO paper's MuJoCo settings (one env, 2048 steps, 10 epochs of 64-frame batches,
+    # advantages computed once per batch), with the running observation and reward
+    # normalization of its baselines implementation, CleanRL and rl-zoo (VecNormalize)
     "mujoco": dict(
         gamma=0.99, frames=1_000_000, num_envs=1, frames_per_batch=2048, lr=3e-4,
-        mini_batch_size=64, entropy_coef=0.0,
+        mini_batch_size=64, entropy_coef=0.0, recompute_advantage=False,
+        normalize_obs=True, normalize_reward=True,
     ),
 }  # fmt: skip
 # applied when an override turns `pixels` on (not `frames`/`seed`: --frames/--seed win).
@@ -128,6 +132,13 @@ class Config:
     """With ``use_sde``: steps between two draws of the noise matrices (<= 0: per batch)."""
     init_log_std: float = 0.0
     """Initial log-std (with ``use_sde``: of every entry of gSDE's log-sigma matrix)."""
+    normalize_obs: bool = False
+    """Standardise the state by running mean and variance (clipped to +-10) inside the
+    actor and the critic; the statistics take in each batch after its updates, so a batch
+    is collected and trained with the same ones, and are saved with the weights."""
+    normalize_reward: bool = False
+    """Divide the rewards the losses see by the running std of the discounted return
+    (SB3's ``VecNormalize(norm_reward=True)``, clipped to +-10); returns are logged raw."""
 
 
 class StateIndependentScale(nn.Module):
@@ -164,11 +175,30 @@ def make_actor_critic(cfg: Config, env):
     if cfg.shared_encoder:
         return _shared_trunk_actor_critic(cfg, env)
     body, key = observation_network(env, spec.shape[-1], cfg.hidden, 2, pixels=cfg.pixels)
+    norm = _observation_norm(cfg, env, key)
+    if norm is not None:  # one module: the actor and the critic see the same statistics
+        body = nn.Sequential(norm, body)
     if cfg.use_sde and action_kind(spec) != "discrete":
         low, high = _bounds(spec)
-        return _gsde_actor(cfg, body, key, spec.shape[-1], low, high), _critic(cfg, env)
+        actor = _gsde_actor(cfg, body, key, spec.shape[-1], low, high)
+    else:
+        actor = _policy(cfg, spec, body, key)
     # the critic is built after the actor: the seeded init is the same
-    return _policy(cfg, spec, body, key), _critic(cfg, env)
+    return actor, _critic(cfg, env, norm)
+
+
+def _observation_norm(cfg: Config, env, key: str):
+    """The shared ``RunningNorm`` of ``normalize_obs`` (None without it)."""
+    if not cfg.normalize_obs:
+        return None
+    if key != "observation":
+        raise ValueError(
+            f"normalize_obs=true standardises a state vector; {cfg.env} with pixels="
+            f"{cfg.pixels} observes {key!r} images. Drop normalize_obs=true."
+        )
+    from torchrl_lite.agent.normalization import RunningNorm
+
+    return RunningNorm(env.observation_spec[key].shape[-1:])
 
 
 def _bounds(spec) -> tuple[torch.Tensor, torch.Tensor]:
@@ -242,9 +272,59 @@ def _gsde_actor(cfg: Config, body, key, act_dim, low, high):
     )  # fmt: skip
 
 
-def _critic(cfg: Config, env):
+def _critic(cfg: Config, env, norm: nn.Module | None = None):
     value_net, key = observation_network(env, 1, cfg.hidden, 2, pixels=cfg.pixels)
+    if norm is not None:
+        value_net = nn.Sequential(norm, value_net)
     return ValueOperator(value_net, in_keys=[key])
+
+
+class NormalizationHooks(TrainerHookBase):
+    """The trainer side of ``normalize_obs`` / ``normalize_reward``.
+
+    ``batch_process``: keeps the batch's observations and, with a ``returns`` normalizer,
+    returns a shallow copy of the batch whose ``("next", "reward")`` ``[*B, T, 1]`` is
+    scaled (the collector's own TensorDict is left as it was). ``post_steps``: merges the
+    kept observations into ``norm``'s statistics, after the batch's updates.
+
+    Args:
+        norm: the networks' ``RunningNorm``, or None.
+        returns: a ``ReturnNormalizer``, or None.
+    """
+
+    def __init__(self, norm: nn.Module | None, returns=None):
+        self.norm, self.returns = norm, returns
+        self._pending = None
+
+    def process(self, batch):
+        if self.norm is not None:
+            self._pending = batch.get("observation")
+        if self.returns is None:
+            return None
+        reward = batch.get(("next", "reward"))  # [*B, T, 1]
+        done = batch.get(("next", "done"))
+        steps = batch.batch_size[-1] if batch.batch_dims else 1
+        scaled = self.returns.normalize(reward.reshape(-1, steps), done.reshape(-1, steps))
+        batch = batch.copy()
+        batch.set(("next", "reward"), scaled.reshape(reward.shape).to(reward.dtype))
+        return batch
+
+    def update(self) -> None:
+        if self._pending is not None:
+            self.norm.update(self._pending)
+            self._pending = None
+
+    def state_dict(self) -> dict:
+        return {"returns": None if self.returns is None else self.returns.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.returns is not None and state.get("returns") is not None:
+            self.returns.load_state_dict(state["returns"])
+
+    def register(self, trainer, name: str = "normalization") -> None:
+        trainer.register_op("batch_process", self.process)
+        trainer.register_op("post_steps", self.update)
+        trainer.register_module(name, self)
 
 
 def make_loss(cfg: Config, actor, critic):
@@ -284,6 +364,12 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         save_trainer_interval=cfg.frames_per_batch * 10,
         log_interval=cfg.frames_per_batch,
     )
+    if cfg.normalize_obs or cfg.normalize_reward:
+        from torchrl_lite.agent.normalization import ReturnNormalizer, RunningNorm
+
+        norm = next((m for m in critic.modules() if isinstance(m, RunningNorm)), None)
+        returns = ReturnNormalizer(cfg.gamma) if cfg.normalize_reward else None
+        NormalizationHooks(norm, returns).register(trainer)
     gae = GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic)
     ShuffledMiniBatches(
         cfg.mini_batch_size, advantage_module=gae, recompute_each_epoch=cfg.recompute_advantage

@@ -74,7 +74,7 @@ _RULES = {
 
 STRUCTURAL = (
     "env", "pixels", "hidden", "num_envs", "num_qvalue_nets", "transforms", "buffer_size",
-    "use_sde",
+    "use_sde", "normalize_obs",
 )  # fmt: skip
 """Config fields that shape the networks, the env or the buffer a checkpoint holds."""
 
@@ -98,7 +98,9 @@ def check_ranges(config, typed: dict[str, str]) -> None:
 
 
 def range_error(name: str, value) -> str | None:
-    """Why ``value`` is out of ``name``'s range, or None when it is fine."""
+    """Why ``value`` is out of ``name``'s range, or None when it is fine (or has no range)."""
+    if name not in _RULES:
+        return None
     low, low_in, high, high_in, what = _RULES[name]
     if not math.isfinite(float(value)):
         return f"{what} must be finite, got {value!r}."

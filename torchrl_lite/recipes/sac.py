@@ -76,7 +76,9 @@ _LOCOMOTION = dict(
     tau=0.005,
     hidden=256,
 )
-ENV_DEFAULTS = {"mujoco": _LOCOMOTION, "dm_control": _LOCOMOTION}
+# gymnasium MuJoCo: the squared TD error, as the paper, SB3/rl-zoo and CleanRL (returns in
+# the thousands: a Huber loss caps the critic's gradient at large TD errors)
+ENV_DEFAULTS = {"mujoco": {**_LOCOMOTION, "loss_function": "l2"}, "dm_control": _LOCOMOTION}
 # applied when an override turns `pixels` on (not `frames`/`seed`: --frames/--seed win).
 # A transition holds two uint8 [4, 64, 64] stacks (32 KiB): 20k of them are 640 MiB.
 PIXEL_DEFAULTS = dict(

@@ -1,0 +1,102 @@
+"""The recipes' MuJoCo settings: PPO's observation/reward normalization, SAC's critic loss."""
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from torchrl_lite.agent.normalization import ReturnNormalizer, RunningNorm
+from torchrl_lite.recipes import config_for, get_recipe
+from torchrl_lite.recipes.ppo import NormalizationHooks, _observation_norm
+from torchrl_lite.recipes.ranges import STRUCTURAL
+
+SMALL_PPO = dict(frames=96, frames_per_batch=32, mini_batch_size=16, epochs=1, hidden=16)
+
+
+def _norm_of(trainer) -> RunningNorm:
+    norms = [m for m in trainer.loss_module.modules() if isinstance(m, RunningNorm)]
+    assert len(norms) == 1  # one module, shared by the actor and the critic
+    return norms[0]
+
+
+def test_ppo_mujoco_defaults_are_the_papers_with_normalization():
+    ppo = get_recipe("ppo")
+    cfg = config_for(ppo, "HalfCheetah-v5")
+    assert (cfg.frames_per_batch, cfg.epochs, cfg.mini_batch_size, cfg.lr) == (2048, 10, 64, 3e-4)
+    assert (cfg.gamma, cfg.lmbda, cfg.clip_epsilon, cfg.num_envs) == (0.99, 0.95, 0.2, 1)
+    assert cfg.normalize_obs and cfg.normalize_reward and not cfg.recompute_advantage
+    classic = config_for(ppo, "Pendulum-v1")  # classic control keeps its settings
+    assert not classic.normalize_obs and not classic.normalize_reward
+    assert classic.recompute_advantage and classic.gamma == 0.9
+    assert "normalize_obs" in STRUCTURAL  # the checkpoint's networks hold the statistics
+
+
+def test_sac_mujoco_critic_regresses_the_squared_error():
+    sac = get_recipe("sac")
+    assert config_for(sac, "HalfCheetah-v5").loss_function == "l2"
+    assert config_for(sac, "dm_control/cheetah-run").loss_function == "smooth_l1"
+    assert config_for(sac, "Pendulum-v1").loss_function == "smooth_l1"
+    trainer, _ = sac.make_trainer(
+        config_for(sac, "InvertedPendulum-v5", frames=8, init_random_frames=4, hidden=8),
+        progress_bar=False,
+    )
+    assert trainer.loss_module.loss_function == "l2"
+
+
+def test_ppo_observation_statistics_take_in_each_batch_after_its_updates():
+    ppo = get_recipe("ppo")
+    cfg = config_for(ppo, "InvertedPendulum-v5", **SMALL_PPO)
+    trainer, policy = ppo.make_trainer(cfg, progress_bar=False)
+    norm = _norm_of(trainer)
+    assert norm in list(policy.modules())
+    seen, counts_in_updates = [], []
+    trainer.register_op("batch_process", lambda b: seen.append(b["observation"].clone()))
+    trainer.register_op("process_optim_batch", lambda b: counts_in_updates.append(int(norm.count)))
+    trainer.train()
+    observations = torch.cat([o.reshape(-1, o.shape[-1]) for o in seen])  # [N, obs_dim]
+    assert int(norm.count) == observations.shape[0] == 96
+    torch.testing.assert_close(norm.mean, observations.mean(0))
+    torch.testing.assert_close(norm.var, observations.var(0, unbiased=False))
+    # the updates of batch k use the statistics of batches 0..k-1 (as its collection did)
+    assert counts_in_updates == [0, 0, 32, 32, 64, 64]
+
+
+def test_ppo_reward_normalization_scales_a_copy_by_the_discounted_return_std():
+    reward = torch.tensor([1.0, 2.0, -1.0, 0.5, 3.0]).reshape(1, 5, 1)  # [B, T, 1]
+    done = torch.tensor([False, True, False, False, False]).reshape(1, 5, 1)
+    batch = TensorDict(
+        {"observation": torch.zeros(1, 5, 2), "next": {"reward": reward.clone(), "done": done}},
+        [1, 5],
+    )
+    hooks = NormalizationHooks(None, ReturnNormalizer(gamma=0.5))
+    out = hooks.process(batch)
+    returns, ret = [], 0.0  # a plain loop over time
+    for r, d in zip(reward.flatten().tolist(), done.flatten().tolist()):
+        ret = ret * 0.5 + r
+        returns.append(ret)
+        ret = 0.0 if d else ret
+    std = torch.tensor(returns, dtype=torch.float64).var(unbiased=False).sqrt()
+    torch.testing.assert_close(out["next", "reward"], (reward / std).float())
+    torch.testing.assert_close(batch["next", "reward"], reward)  # the collector's is untouched
+    assert hooks.state_dict()["returns"]["count"] == 5
+
+
+def test_ppo_normalization_state_survives_a_checkpoint(tmp_path):
+    ppo = get_recipe("ppo")
+    cfg = config_for(ppo, "InvertedPendulum-v5", **SMALL_PPO)
+    trainer, _ = ppo.make_trainer(cfg, progress_bar=False, checkpoint=tmp_path / "ckpt")
+    trainer.train()
+    saved_returns = trainer._modules["normalization"].returns.state_dict()
+    resumed, _ = ppo.make_trainer(cfg, progress_bar=False)
+    resumed.load(tmp_path / "ckpt")
+    assert resumed._modules["normalization"].returns.state_dict() == saved_returns
+    for name in ("count", "mean", "var"):
+        torch.testing.assert_close(
+            getattr(_norm_of(resumed), name), getattr(_norm_of(trainer), name)
+        )
+
+
+def test_ppo_normalize_obs_refuses_image_observations():
+    cfg = get_recipe("ppo").Config(normalize_obs=True, pixels=True, env="CartPole-v1")
+    with pytest.raises(ValueError, match="normalize_obs=true standardises a state vector.*"
+                       "'pixels_stack'.*Drop normalize_obs=true"):  # fmt: skip
+        _observation_norm(cfg, None, "pixels_stack")
