@@ -4,6 +4,22 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import logging
+import os
+import sys
+
+from torchrl_lite._timing import compile_with_warmup, timeit  # noqa: F401  (TorchRL's names)
+
+# TorchRL's scripts log through ``torchrl._utils.logger``: INFO lines on stdout by default,
+# the level set by TORCHRL_LITE_LOGGING_LEVEL.
+logger = logging.getLogger("torchrl_lite")
+if not logger.handlers:
+    _handler = logging.StreamHandler(sys.stdout)
+    _handler.setFormatter(logging.Formatter("%(asctime)s [%(name)s][%(levelname)s] %(message)s"))
+    logger.addHandler(_handler)
+    logger.setLevel(os.environ.get("TORCHRL_LITE_LOGGING_LEVEL", "INFO").upper())
+    logger.propagate = False
+VERBOSE = os.environ.get("VERBOSE", "0").lower() in ("1", "true")
 
 
 def _key_text(key) -> str:
@@ -108,3 +124,16 @@ def load_optimizer_state(optimizer, state: dict, built=None, saved=None) -> None
                     group["initial_lr"] = now
             else:
                 group[key] = value
+
+
+def get_available_device(return_str: bool = False):
+    """The first accelerator found (CUDA, then MPS), else the CPU; a string if asked."""
+    import torch
+
+    if torch.cuda.is_available():
+        name = "cuda:0"
+    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        name = "mps:0"
+    else:
+        name = "cpu"
+    return name if return_str else torch.device(name)
