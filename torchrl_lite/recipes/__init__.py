@@ -19,7 +19,7 @@ import dataclasses
 import difflib
 import importlib
 
-__all__ = ["RECIPES", "get_recipe", "config_for"]
+__all__ = ["RECIPES", "get_recipe", "recipe_key", "config_for"]
 
 RECIPES = {
     "ppo": "torchrl_lite.recipes.ppo",
@@ -38,14 +38,20 @@ RECIPES = {
 }
 
 
-def get_recipe(name: str):
-    """The recipe module of an algorithm; ValueError naming the known ones otherwise."""
+def recipe_key(name: str) -> str:
+    """The ``RECIPES`` key of an algorithm name (imports nothing); ValueError naming the
+    known ones otherwise."""
     key = name.lower().replace("-", "_").replace("+", "_")
     if key not in RECIPES:
         close = difflib.get_close_matches(key, list(RECIPES), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"Unknown algorithm {name!r}.{hint} Known: {', '.join(RECIPES)}.")
-    return importlib.import_module(RECIPES[key])
+    return key
+
+
+def get_recipe(name: str):
+    """The recipe module of an algorithm; ValueError naming the known ones otherwise."""
+    return importlib.import_module(RECIPES[recipe_key(name)])
 
 
 def config_for(recipe, env: str | None = None, **changes):

@@ -12,7 +12,6 @@ preprocessed the standard way (see :func:`atari_transforms`).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import math
 import statistics
@@ -40,6 +39,7 @@ from torchrl_lite.envs import (
     TransformedEnv,
 )
 from torchrl_lite.modules import ConvNet
+from torchrl_lite.recipes.fields import parse_value, unknown_option
 from torchrl_lite.trainers.hooks import TrainerHookBase
 
 __all__ = [
@@ -361,50 +361,20 @@ def observation_network(
 def apply_overrides(config, overrides: dict[str, str]):
     """A copy of a frozen config dataclass with ``key=value`` strings applied.
 
-    Values are parsed by the field's type; an unknown key raises ValueError naming the
-    closest field. Turning ``pixels`` on also applies the recipe module's
-    ``PIXEL_DEFAULTS`` (the other overrides still win).
+    Values are parsed by the field's type (:func:`~torchrl_lite.recipes.fields.parse_value`);
+    an unknown key raises ValueError naming the closest field. Turning ``pixels`` on also
+    applies the recipe module's ``PIXEL_DEFAULTS`` (the other overrides still win).
     """
     fields = {f.name: f for f in dataclasses.fields(config)}
     changes = {}
     for key, text in overrides.items():
         if key not in fields:
-            close = difflib.get_close_matches(key, list(fields), n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ValueError(
-                f"Unknown option {key!r} for {type(config).__name__}.{hint} "
-                f"Options: {', '.join(sorted(fields))}."
-            )
-        changes[key] = _parse(text, type(getattr(config, key)), key)
+            raise unknown_option(key, fields, type(config).__name__)
+        changes[key] = parse_value(text, type(getattr(config, key)), key)
     if changes.get("pixels") and not getattr(config, "pixels", False):
         recipe = importlib.import_module(type(config).__module__)
         changes = {**getattr(recipe, "PIXEL_DEFAULTS", {}), **changes}
     return dataclasses.replace(config, **changes)
-
-
-def _parse(text, kind: type, key: str):
-    if not isinstance(text, str):
-        return text
-    if kind is type(None):  # an optional number left unset (e.g. target)
-        if text.lower() in ("none", ""):
-            return None
-        kind = float
-    try:
-        if kind is bool:
-            if text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if text.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(text)
-        if kind is int:
-            return int(float(text)) if "e" in text.lower() else int(text)
-        if kind is float:
-            return float(text)
-        if kind is tuple:
-            return tuple(int(v) for v in text.strip("()[]").split(",") if v.strip())
-    except ValueError:
-        raise ValueError(f"Option {key}={text!r} is not a valid {kind.__name__}.") from None
-    return text
 
 
 class EpisodeReturns(TrainerHookBase):

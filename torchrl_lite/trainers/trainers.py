@@ -158,6 +158,9 @@ class Trainer:
         self.batch_count = 0
         self._last_log = 0
         self._last_save = 0
+        self.segment_seconds: list[float] = []  # wall time of each train() call, checkpointed
+        self._segment_start: float | None = None
+        self._stop_requested = False
         self._ops: dict[str, list] = {dest: [] for dest in DESTINATIONS}
         self._modules: dict[str, object] = {}
         self._owners: list = []  # objects behind bound-method ops, checkpointed too
@@ -220,24 +223,41 @@ class Trainer:
     def train(self) -> None:
         """Train until ``total_frames`` frames were collected, then checkpoint.
 
-        A KeyboardInterrupt stops training at once; the checkpoint of the last completed
-        ``save_trainer_interval`` is left intact (checkpoints are written atomically).
+        :meth:`request_stop` (e.g. from a Ctrl-C handler) ends it the same way after the
+        batch in flight. A KeyboardInterrupt stops training at once; the checkpoint of the
+        last completed ``save_trainer_interval`` is left intact (checkpoints are written
+        atomically).
         """
+        self._stop_requested = False
         if self.collected_frames >= self.total_frames:  # e.g. resumed from the last save
             return
         self._collector_frames = self._collector_count()
+        self.segment_seconds.append(0.0)
+        self._segment_start = time.perf_counter()
         self._open_pbar()
         try:
             for batch in self.collector:
                 self._step_batch(batch)
-                if self.collected_frames >= self.total_frames:
+                if self.collected_frames >= self.total_frames or self._stop_requested:
                     break
                 self._maybe_save()
             self._flush_logs()
             if self.save_trainer_file is not None:
                 self.save()
         finally:
+            self._clock()
+            self._segment_start = None
             self.shutdown()
+
+    def request_stop(self) -> None:
+        """Make ``train()`` end after the batch in flight (its updates done), logging and
+        checkpointing as at the end of the budget. Safe to call from a signal handler."""
+        self._stop_requested = True
+
+    def _clock(self) -> None:
+        """Bring the running segment's entry of ``segment_seconds`` up to now."""
+        if self._segment_start is not None and self.segment_seconds:
+            self.segment_seconds[-1] = time.perf_counter() - self._segment_start
 
     def shutdown(self) -> None:
         """Shut the collector down (its workers and envs) and close the progress bar.
@@ -262,6 +282,8 @@ class Trainer:
             op(**kwargs)
         self._log_hooks("post_steps_log", batch)
         if self._pbar is not None:
+            if self.collected_frames >= self.total_frames:  # e.g. a target reached early
+                self._pbar.total = self.collected_frames
             self._pbar.update(frames)
         if self.collected_frames - self._last_log >= self.log_interval:
             self._flush_logs()
@@ -347,11 +369,21 @@ class Trainer:
             warnings.warn("tqdm is not installed: no progress bar (pip install tqdm).")
             return
         self._pbar = tqdm(
-            total=self.total_frames,
+            total=self._planned_frames(),
             initial=self.collected_frames,
             unit="frames",
             dynamic_ncols=True,
         )
+
+    def _planned_frames(self) -> int:
+        """The frame count train() will end at: ``total_frames`` rounded up to the
+        collector's whole batches (when it yields ``frames_per_batch`` frames each)."""
+        step = getattr(self.collector, "frames_per_batch", None)
+        if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+            return self.total_frames
+        step *= self.frame_skip
+        left = max(self.total_frames - self.collected_frames, 0)
+        return self.collected_frames + -(-left // step) * step
 
     def _close_pbar(self) -> None:
         if self._pbar is not None:
@@ -384,6 +416,7 @@ class Trainer:
         bound-method ops, counters and RNG states.
         """
         collector_state = getattr(self.collector, "state_dict", None)
+        self._clock()
         return {
             "version": _STATE_VERSION,
             "trainer": {
@@ -393,6 +426,7 @@ class Trainer:
                 "last_log": self._last_log,
                 "last_save": self._last_save,
                 "metrics": self._metrics.state_dict(),
+                "segment_seconds": list(self.segment_seconds),
             },
             "loss_module": module_state(self.loss_module),
             "collector": collector_state() if callable(collector_state) else None,
@@ -458,6 +492,7 @@ class Trainer:
         self.batch_count, self._last_log = t["batch_count"], t["last_log"]
         self._last_save = t["last_save"]
         self._metrics.load_state_dict(t["metrics"])
+        self.segment_seconds = list(t.get("segment_seconds", []))  # older checkpoints: none
         set_rng_state(state["rng"])
 
     def save(self, path=None) -> Path:

@@ -27,6 +27,8 @@ class TensorboardLogger(Logger):
         log_dir: the parent folder (``tensorboard --logdir {log_dir}`` shows every run).
         video_fps: frames per second of logged videos (``log_video(..., fps=)``
             overrides it per video).
+        purge_step: TensorBoard hides the events this experiment logged before at this
+            step and after (a run resumed from a checkpoint rewinds to it); None: keep all.
 
     Example:
         >>> import tempfile
@@ -39,19 +41,23 @@ class TensorboardLogger(Logger):
         ['demo']
     """
 
-    def __init__(self, exp_name: str, log_dir: str = "tb_logs", video_fps: int = 30) -> None:
+    def __init__(
+        self, exp_name: str, log_dir: str = "tb_logs", video_fps: int = 30, purge_step=None
+    ) -> None:
         if not isinstance(video_fps, (int, float)) or video_fps <= 0:
             raise ValueError(
                 f"TensorboardLogger: video_fps must be a positive number, got {video_fps!r}"
             )
         self.video_fps = video_fps
+        self.purge_step = purge_step
         super().__init__(exp_name, log_dir)
 
     def _create_experiment(self):
         require("tensorboard", "tensorboard")
         from torch.utils.tensorboard import SummaryWriter
 
-        return SummaryWriter(log_dir=os.path.join(self.log_dir, self.exp_name))
+        folder = os.path.join(self.log_dir, self.exp_name)
+        return SummaryWriter(log_dir=folder, purge_step=self.purge_step)
 
     def _log_scalar(self, name, value, step):
         self.experiment.add_scalar(name, value, global_step=step)
