@@ -29,11 +29,15 @@ system-deps:
 	fi
 
 # The main job: train PPO on Pendulum-v1 until the mean return of the last 10 episodes
-# reaches -200 (about a minute), then evaluate the deterministic policy.
+# reaches -200 (about a minute), then evaluate the deterministic policy. Each run gets a
+# fresh folder: runs/ppo-pendulum, then runs/ppo-pendulum-2, -3, ... (nothing is replaced).
 RUN ?= runs/ppo-pendulum
 train: install
-	$(BIN)/python -m torchrl_lite train ppo --env Pendulum-v1 --out $(RUN)
-	$(BIN)/python -m torchrl_lite eval $(RUN) --episodes 10
+	@run=$(RUN); n=2; while [ -e "$$run" ]; do run=$(RUN)-$$n; n=$$((n + 1)); done; \
+	  echo "$(BIN)/python -m torchrl_lite train ppo --env Pendulum-v1 --out $$run"; \
+	  $(BIN)/python -m torchrl_lite train ppo --env Pendulum-v1 --out "$$run" && \
+	  echo "$(BIN)/python -m torchrl_lite eval $$run --episodes 10" && \
+	  $(BIN)/python -m torchrl_lite eval "$$run" --episodes 10
 
 lint: install
 	$(BIN)/ruff check .

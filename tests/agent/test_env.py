@@ -17,6 +17,9 @@ from torchrl_lite.envs import (
 )
 from torchrl_lite.envs.factories import TEST_SEED_OFFSET
 
+# MuJoCo writes MUJOCO_LOG.TXT into the working folder: a temporary one here
+pytestmark = pytest.mark.usefixtures("mujoco_log_in_tmp")
+
 
 def test_env_seed_differs_per_index_and_is_reproducible():
     seeds = {env_seed(3, g, c, k) for g in range(3) for c in range(3) for k in range(12)}

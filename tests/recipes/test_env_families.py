@@ -6,6 +6,9 @@ import torch
 from torchrl_lite.recipes import config_for, get_recipe
 from torchrl_lite.recipes.common import env_family, make_env
 
+# MuJoCo writes MUJOCO_LOG.TXT into the working folder: a temporary one here
+pytestmark = pytest.mark.usefixtures("mujoco_log_in_tmp")
+
 CONTINUOUS = ("ppo", "a2c", "sac", "td3", "ddpg", "redq")
 
 

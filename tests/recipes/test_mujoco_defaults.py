@@ -9,6 +9,9 @@ from torchrl_lite.recipes import config_for, get_recipe
 from torchrl_lite.recipes.ppo import NormalizationHooks, _observation_norm
 from torchrl_lite.recipes.ranges import STRUCTURAL
 
+# MuJoCo writes MUJOCO_LOG.TXT into the working folder: a temporary one here
+pytestmark = pytest.mark.usefixtures("mujoco_log_in_tmp")
+
 SMALL_PPO = dict(frames=96, frames_per_batch=32, mini_batch_size=16, epochs=1, hidden=16)
 
 
