@@ -177,8 +177,12 @@ def ci_commands(root: Path) -> dict[str, str]:
                 continue
             script, rest = match.group(1), " ".join(match.group(2).split())
             key = Path(script).stem
-            while key in cmds:
-                key += "+"
+            if key in cmds or Path(script).parent.name == "multiagent":
+                key = f"{Path(script).parent.name}/{key}"
+            n = 1
+            while key in cmds:  # the same script run again (e.g. with one env)
+                n += 1
+                key = f"{key.split('#')[0]}#{n}"
             cmds[key] = f"python {script} {rest}".strip()
         return cmds
     raise SystemExit(f"{root} holds neither {new.relative_to(root)} nor {old.relative_to(root)}")

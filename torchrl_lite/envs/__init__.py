@@ -13,7 +13,7 @@ from torchrl_lite.envs.factories import (
     pybullet_test_env_factory,
     pybullet_train_env_factory,
 )
-from torchrl_lite.envs.libs.gym import GymEnv, GymWrapper
+from torchrl_lite.envs.libs.gym import GymEnv, GymWrapper, gym_backend, set_gym_backend
 from torchrl_lite.envs.model_based import DreamerEnv
 from torchrl_lite.envs.transforms import *  # noqa: F403
 from torchrl_lite.envs.transforms import __all__ as _transforms_all
@@ -41,8 +41,10 @@ __all__ = [
     "dmc_test_env_factory",
     "dmc_train_env_factory",
     "env_seed",
+    "gym_backend",
     "gym_test_env_factory",
     "gym_train_env_factory",
+    "set_gym_backend",
     "pybullet_test_env_factory",
     "pybullet_train_env_factory",
     "exploration_type",

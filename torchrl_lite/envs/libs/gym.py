@@ -25,12 +25,13 @@ from torchrl_lite.data.tensor_specs import (
     Unbounded,
 )
 from torchrl_lite.envs.common import EnvBase
+from torchrl_lite.envs.libs._gym_backend import gym_backend, set_gym_backend
 from torchrl_lite.envs.libs._gym_checks import _check_env_id, _check_num_envs, _make_checked
 from torchrl_lite.envs.libs._gym_state import gym_env_state, load_gym_env_state
 from torchrl_lite.envs.libs._headless import keep_default_signals, use_offscreen_sdl
 from torchrl_lite.envs.utils import classproperty
 
-__all__ = ["GymEnv", "GymWrapper"]
+__all__ = ["GymEnv", "GymWrapper", "gym_backend", "set_gym_backend"]
 
 
 def _gym():
