@@ -176,13 +176,13 @@ def ci_commands(root: Path) -> dict[str, str]:
             if not line.lstrip().startswith("python") or match is None:
                 continue
             script, rest = match.group(1), " ".join(match.group(2).split())
-            key = Path(script).stem
-            if key in cmds or Path(script).parent.name == "multiagent":
-                key = f"{Path(script).parent.name}/{key}"
-            n = 1
-            while key in cmds:  # the same script run again (e.g. with one env)
+            folder, key = Path(script).parent.name, Path(script).stem
+            if folder in ("multiagent", "bandits"):
+                key = f"{folder}/{key}"
+            base, n = key, 1
+            while key in cmds:  # the same script again (e.g. with one env instead of two)
                 n += 1
-                key = f"{key.split('#')[0]}#{n}"
+                key = f"{base}#{n}"
             cmds[key] = f"python {script} {rest}".strip()
         return cmds
     raise SystemExit(f"{root} holds neither {new.relative_to(root)} nor {old.relative_to(root)}")
