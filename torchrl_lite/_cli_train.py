@@ -84,7 +84,7 @@ def check_resumable(checkpoint: Path, verb: str = "resume") -> None:
 
 
 def _parse_overrides(items: list[str]) -> dict[str, str]:
-    out = {}
+    out, from_file = {}, {}
     for i, item in enumerate(items):
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -94,8 +94,13 @@ def _parse_overrides(items: list[str]) -> dict[str, str]:
             else:
                 hint = "write key=value, e.g. lr=3e-4"
             raise ValueError(f"{item!r} is not a key=value option: {hint}.")
+        if key.strip() == "config":  # config=FILE: a JSON file of options (tune's best config)
+            from torchrl_lite.tune.config_file import read_config_file
+
+            from_file.update(read_config_file(value.strip()))
+            continue
         out[key.strip()] = value.strip()
-    return out
+    return {**from_file, **out}  # options typed on the command line win
 
 
 def _typed_options(args, overrides: dict[str, str]) -> dict[str, str]:

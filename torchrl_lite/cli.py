@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from torchrl_lite import _cli_deploy as deploy
 from torchrl_lite import _keys as K
 from torchrl_lite._cli_train import check_resumable, load_run, precheck_train, train
 from torchrl_lite._run_folder import config_path
@@ -311,7 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "eval", help="evaluate a trained run deterministically", formatter_class=helpful
     )
-    p.add_argument("run", help="run folder written by `torchrl-lite train`")
+    p.add_argument(
+        "run", nargs="?", default=None, help="run folder written by `torchrl-lite train`"
+    )
     p.add_argument("--episodes", type=int, default=10, help="episodes to play")
     p.add_argument(
         "--video",
@@ -319,6 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write the episodes to this video file (.mp4, .gif, ...), streamed as "
         "they play; checked before the first episode",
     )
+    deploy.add_eval_options(p)  # eval --exported FILE --env ID
+    deploy.add_parsers(sub)  # export, tune
     p = sub.add_parser("config", help="list a recipe's key=value options with defaults and meaning")
     p.add_argument("algo", help="ppo, a2c, dqn, ddpg, td3, sac, redq, cql, iql, td3_bc, ...")
     p = sub.add_parser(
@@ -367,6 +372,8 @@ def _run(args) -> int:
             args.overrides.insert(0, args.algo)
             args.algo = None
         precheck_train(args)
+    if args.command in ("export", "tune", "eval"):
+        deploy.precheck(args)
     if args.command == "config":
         print_config(args.algo)
         return 0
@@ -376,6 +383,8 @@ def _run(args) -> int:
     import torch
 
     torch.set_num_threads(int(os.environ.get("TORCHRL_LITE_THREADS", "1")))
+    if args.command in ("export", "tune") or (args.command == "eval" and args.exported):
+        return deploy.run(args)
     if args.command == "train":
         train(args)
     elif args.command == "eval":
@@ -390,7 +399,7 @@ def _run(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and (args.command != "train" or any("=" not in item for item in extra)):
+    if extra and (args.command not in ("train", "tune") or any("=" not in item for item in extra)):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if extra:  # key=value overrides given after options
         args.overrides += extra
