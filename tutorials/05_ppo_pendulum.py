@@ -153,8 +153,8 @@ print([round(r, 2) for r in tuned_rewards[-5:]])
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
 batches = [1000 * (i + 1) for i in range(len(seed_rewards))]
-ax.plot(batches, seed_rewards, label="seed's values (gamma 0.99, lr 2e-4, smooth-L1)")
-ax.plot(batches, tuned_rewards, label="gamma 0.9, lr 1e-3, L2 critic")
+ax.plot(batches, seed_rewards, "o-", ms=3, label="seed's values (gamma 0.99, lr 2e-4, smooth-L1)")
+ax.plot(batches, tuned_rewards, "o-", ms=3, label="gamma 0.9, lr 1e-3, L2 critic")
 ax.set(xlabel="frames", ylabel="average reward per step", title="PPO on Pendulum-v1")
 ax.legend(loc="lower right", fontsize=8)
 plt.show()

@@ -10,8 +10,13 @@ fails :func:`check_result`.
 Usage::
 
     python tutorials/notebooks.py sync            # .py -> .ipynb (no outputs); see sync()
+    python tutorials/notebooks.py run 05 [--smoke] [--save OUT.ipynb]  # one notebook
     python tutorials/notebooks.py full [NAME ...]  # full runs; times/results in README.md
     python tutorials/notebooks.py index            # rewrite README.md's table
+
+In smoke mode every figure a notebook shows is checked before it is drawn
+(:data:`FIGURE_CHECK`): an axes with nothing plotted, or a line of fewer than two points
+drawn without markers, fails the run.
 """
 
 from __future__ import annotations
@@ -83,6 +88,44 @@ CLAIMS: dict[str, Claim] = {
 }
 
 
+# Run in the kernel before the first cell in smoke mode: ``plt.show()`` checks that each
+# figure shows data (small budgets make one-point lines, invisible without markers).
+FIGURE_CHECK = """
+import matplotlib.pyplot as _plt
+import numpy as _np
+
+def _figure_problems(fig):
+    problems = []
+    for ax in fig.axes:
+        drawn = list(ax.images) + list(ax.collections) + list(ax.patches)
+        for line in ax.get_lines():
+            x, y = (_np.asarray(v, dtype=float).ravel() for v in line.get_data())
+            points = int(_np.isfinite(x[: len(y)] + y[: len(x)]).sum())
+            if points == 0:
+                problems.append(f"{ax.get_title()!r}: line {line.get_label()!r} has no point")
+            elif points < 2 and line.get_marker() in (None, "", " ", "None", "none"):
+                problems.append(
+                    f"{ax.get_title()!r}: line {line.get_label()!r} has {points} point "
+                    "and no marker"
+                )
+            else:
+                drawn.append(line)
+        if not drawn and ax.axison:
+            problems.append(f"axes {ax.get_title()!r} shows no data")
+    return problems
+
+_show = _plt.show
+
+def _checked_show(*args, **kwargs):
+    problems = [p for n in _plt.get_fignums() for p in _figure_problems(_plt.figure(n))]
+    if problems:
+        raise AssertionError("a figure shows no data: " + "; ".join(problems))
+    return _show(*args, **kwargs)
+
+_plt.show = _checked_show
+"""
+
+
 def notebooks() -> list[str]:
     """The tutorial notebooks' names (``NN_slug``), in order."""
     return sorted(p.stem for p in HERE.glob("[0-9][0-9]_*.py") if NOTEBOOK.match(p.stem))
@@ -100,7 +143,17 @@ def to_notebook(name: str):
         "name": "python3",
     }
     nb.metadata["language_info"] = {"name": "python"}
+    for index, cell in enumerate(nb.cells):
+        cell.id = f"{name[:2]}-{index:03d}"  # stable ids: `make notebooks` is idempotent
     return nb
+
+
+def resolve(name: str) -> str:
+    """``"05"``, ``"05_ppo_pendulum"`` or ``"ppo_pendulum"`` -> the notebook's name."""
+    found = [n for n in notebooks() if name in (n, n[:2], n[3:]) or n == name.removesuffix(".py")]
+    if len(found) != 1:
+        raise SystemExit(f"no single notebook named {name!r}; choose from {notebooks()}")
+    return found[0]
 
 
 def _cells(nb) -> list[tuple[str, str]]:
@@ -143,6 +196,8 @@ def execute(name: str, smoke: bool, cwd: str | os.PathLike, timeout: int = 3600)
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(HERE / f"{name}.ipynb", as_version=4)
+    if smoke:
+        nb.cells.insert(0, nbformat.v4.new_code_cell(FIGURE_CHECK, id="figure-check"))
     pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, **HEADLESS, PYTHONPATH=pythonpath)
     env["TORCHRL_LITE_SMOKE"] = "1" if smoke else "0"
@@ -154,6 +209,9 @@ def execute(name: str, smoke: bool, cwd: str | os.PathLike, timeout: int = 3600)
     except CellExecutionError as err:
         err.nb = nb
         raise
+    finally:
+        if smoke:
+            nb.cells.pop(0)
     return nb, time.perf_counter() - start
 
 
@@ -316,13 +374,45 @@ def full(names: list[str]) -> int:
     return failed
 
 
+def run(argv: list[str]) -> int:
+    """``run NAME [--smoke] [--save OUT.ipynb]``: execute one notebook, check its claim."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="notebooks.py run")
+    parser.add_argument("name", help="05, 05_ppo_pendulum or ppo_pendulum")
+    parser.add_argument("--smoke", action="store_true", help="the test suite's small budgets")
+    parser.add_argument("--save", default=None, help="write the executed notebook here")
+    args = parser.parse_args(argv)
+    name = resolve(args.name)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            nb, seconds = execute(name, smoke=args.smoke, cwd=tmp)
+        except Exception as err:
+            if args.save and getattr(err, "nb", None) is not None:
+                import nbformat
+
+                nbformat.write(err.nb, args.save)
+            print(f"FAILED {name}: {str(err)[-2000:]}", flush=True)
+            return 1
+    if args.save:
+        import nbformat
+
+        nbformat.write(nb, args.save)
+        print(f"wrote {args.save}")
+    result = check_result(name, nb, smoke=args.smoke)
+    print(f"{name}: {seconds:.0f} s, {json.dumps(result)}", flush=True)
+    return 0
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:] or ["sync"]
     if command == "sync":
         sync(args or None)
+    elif command == "run":
+        sys.exit(run(args))
     elif command == "index":
         _write_table(json.loads(RESULTS.read_text()) if RESULTS.exists() else {})
     elif command == "full":
         sys.exit(1 if full(args) else 0)
     else:
-        sys.exit(f"unknown command {command!r}: use 'sync', 'full' or 'index'")
+        sys.exit(f"unknown command {command!r}: use 'sync', 'run', 'full' or 'index'")

@@ -84,6 +84,94 @@ def test_sync_keeps_an_edit_made_in_jupyter_and_drops_outputs(tmp_path, monkeypa
     assert nbformat.read(tmp_path / f"{name}.ipynb", as_version=4).cells[-1].source == "x = 1"
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_sync_is_idempotent_and_matches_the_committed_notebook(name, tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copy(TUTORIALS / f"{name}.py", tmp_path / f"{name}.py")
+    monkeypatch.setattr(nbs, "HERE", tmp_path)
+    nbs.sync([name])
+    first = (tmp_path / f"{name}.ipynb").read_bytes()
+    nbs.sync([name])
+    assert (tmp_path / f"{name}.ipynb").read_bytes() == first, "sync changed its own output"
+    assert (TUTORIALS / f"{name}.ipynb").read_bytes() == first, (
+        f"`make notebooks` would rewrite tutorials/{name}.ipynb: run it and commit"
+    )
+
+
+def _figure_check(fig_builder):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = []
+    real_show = plt.show
+    plt.show = lambda *a, **k: shown.append(1)
+    try:
+        exec(nbs.FIGURE_CHECK, {})
+        fig_builder(plt)
+        plt.show()
+    finally:
+        plt.show = real_show
+        plt.close("all")
+    return shown
+
+
+def test_figure_check_rejects_a_one_point_line_without_markers():
+    def one_point(plt):
+        plt.subplots()[1].plot([1000], [-6.2], label="curve")
+
+    with pytest.raises(AssertionError, match="'curve' has 1 point and no marker"):
+        _figure_check(one_point)
+
+    def empty(plt):
+        plt.subplots()[1].set_title("nothing")
+
+    with pytest.raises(AssertionError, match="axes 'nothing' shows no data"):
+        _figure_check(empty)
+
+
+def test_figure_check_accepts_markers_images_and_bars():
+    def fine(plt):
+        fig, axes = plt.subplots(1, 3)
+        axes[0].plot([1000], [-6.2], "o-")
+        axes[1].imshow([[0, 1], [1, 0]])
+        axes[2].bar([0, 1], [1, 2])
+
+    assert _figure_check(fine) == [1]
+
+
+def test_run_resolves_short_names_and_refuses_unknown_ones():
+    assert nbs.resolve("05") == "05_ppo_pendulum"
+    assert nbs.resolve("ppo_pendulum") == "05_ppo_pendulum"
+    with pytest.raises(SystemExit, match="no single notebook named 'nope'"):
+        nbs.resolve("nope")
+
+
+def test_run_command_executes_one_notebook_and_checks_its_claim(tmp_path):
+    import subprocess
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(TUTORIALS / "notebooks.py"),
+            "run",
+            "01",
+            "--smoke",
+            "--save",
+            str(tmp_path / "run.ipynb"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "01_tensordict_and_specs:" in out.stdout and '"fraction_in_spec"' in out.stdout
+    executed = nbformat.read(tmp_path / "run.ipynb", as_version=4)
+    assert nbs.outputs(executed, "image/png"), "the saved notebook keeps its figure"
+
+
 def test_parse_result_reads_the_last_cell_and_rejects_a_missing_line():
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("x"), nbformat.v4.new_code_cell("y")]
