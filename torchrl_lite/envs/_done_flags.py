@@ -20,6 +20,19 @@ from tensordict import TensorDictBase
 from torchrl_lite import _keys as K
 
 
+def class_step(env):
+    """The env class's own ``_step``, bound as an attribute lookup would bind it, but
+    skipping the instance attribute the probe sets. A plain method binds to ``env``; a
+    ``staticmethod`` (a module-level ``_step(tensordict)`` set on the class, as TorchRL's
+    pendulum tutorial does) stays unbound, so it gets the TensorDict only."""
+    cls = type(env)
+    for klass in cls.__mro__:
+        if "_step" in klass.__dict__:
+            hook = klass.__dict__["_step"]
+            return hook.__get__(env, cls) if hasattr(hook, "__get__") else hook
+    raise AttributeError(f"{cls.__name__} has no _step")
+
+
 class _StepProbe:
     """An env's ``_step`` until its first call: an instance attribute shadowing the
     class's method. It runs the real ``_step`` and looks at the result once: when done
@@ -41,7 +54,7 @@ class _StepProbe:
         if self.after is not None:  # a caller kept a reference to the probe (a collector batch)
             return self.after(tensordict)
         env = self.env()
-        out = type(env)._step(env, tensordict)
+        out = class_step(env)(tensordict)
         declared = {k for k in env.full_done_spec.keys() if isinstance(k, str)}
         missing = tuple(k for k in K.DONE_KEYS if k in declared and out.get(k, None) is None)
         if missing:
@@ -69,24 +82,23 @@ class _ClassStep:
         return _ClassStep, (self.env(),)
 
     def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
-        env = self.env()
-        return type(env)._step(env, tensordict)
+        return class_step(self.env())(tensordict)
 
 
 class _FlagFiller:
     """``_step`` plus the done flags it leaves out (``terminated = done``,
     ``truncated = False``, or ``done = terminated | truncated``)."""
 
-    __slots__ = ("env", "step", "missing")
+    __slots__ = ("env", "missing")
 
     def __init__(self, env, missing: tuple):
-        self.env, self.step, self.missing = weakref.ref(env), type(env)._step, missing
+        self.env, self.missing = weakref.ref(env), missing
 
     def __reduce__(self):
         return _FlagFiller, (self.env(), self.missing)
 
     def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
-        return self.fill(self.step(self.env(), tensordict))
+        return self.fill(class_step(self.env())(tensordict))
 
     def fill(self, out: TensorDictBase) -> TensorDictBase:
         missing = self.missing

@@ -1,0 +1,48 @@
+"""Env behaviours TorchRL's tutorials rely on (issue 37), reproduced in our own words."""
+
+import torch
+from tensordict import TensorDict
+
+from torchrl_lite.data import Bounded, Composite, Unbounded
+from torchrl_lite.envs import EnvBase
+
+
+def _plain_step(tensordict):
+    """A module-level ``_step`` taking the TensorDict only (set as a staticmethod)."""
+    x = tensordict["x"] + tensordict["action"]
+    done = torch.zeros(tensordict.shape + (1,), dtype=torch.bool)
+    return TensorDict({"x": x, "reward": -x.abs(), "done": done}, tensordict.shape)
+
+
+def _plain_reset(self, tensordict):
+    return TensorDict({"x": torch.zeros(1)}, [])
+
+
+def _plain_seed(self, seed):
+    self.seed_seen = seed
+
+
+class _StaticHookEnv(EnvBase):
+    _step = staticmethod(_plain_step)
+    _reset = _plain_reset
+    _set_seed = _plain_seed
+
+    def __init__(self):
+        super().__init__()
+        self.observation_spec = Composite(x=Unbounded((1,)))
+        self.action_spec = Bounded(-1.0, 1.0, (1,))
+        self.reward_spec = Unbounded((1,))
+
+
+def test_env_static_step_gets_the_tensordict_only():
+    env = _StaticHookEnv()
+    td = env.reset()
+    td["action"] = torch.full((1,), 0.5)
+    out = env.step(td)
+    assert out["next", "x"].item() == 0.5
+    # the flags the _step leaves out are filled as for a bound method
+    assert not out["next", "terminated"].item() and not out["next", "truncated"].item()
+    roll = env.rollout(4, lambda td: td.set("action", torch.full((1,), 0.25)))
+    assert torch.allclose(roll["next", "x"].squeeze(-1), torch.tensor([0.25, 0.5, 0.75, 1.0]))
+    env.set_seed(3)
+    assert env.seed_seen == 3
