@@ -356,7 +356,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         total_frames=cfg.frames,
         optim_steps_per_batch=cfg.epochs * (cfg.frames_per_batch // cfg.mini_batch_size),
         loss_module=loss,
-        optimizer=torch.optim.Adam(loss.parameters(), lr=cfg.lr),
+        optimizer=torch.optim.Adam(loss.parameters(), lr=cfg.lr, fused=True),
         logger=logger,
         clip_norm=cfg.max_grad_norm,
         progress_bar=progress_bar,

@@ -371,7 +371,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         total_frames=cfg.frames,
         optim_steps_per_batch=max(1, round(cfg.utd_ratio * cfg.frames_per_batch)),
         loss_module=loss,
-        optimizer=torch.optim.Adam(loss.parameters(), lr=cfg.lr),
+        optimizer=torch.optim.Adam(loss.parameters(), lr=cfg.lr, fused=True),
         logger=logger,
         progress_bar=progress_bar,
         save_trainer_file=checkpoint,
