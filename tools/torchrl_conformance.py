@@ -13,6 +13,8 @@ Usage::
     python tools/torchrl_conformance.py tutorials DIR/tutorials/sphinx-tutorials --era v0.4
     python tools/torchrl_conformance.py scripts DIR --era current --only sac,td3
 
+    python tools/torchrl_conformance.py report a.json b.json --out TABLE.md
+
 ``scripts`` reads the commands TorchRL's own CI runs (the small-budget hydra overrides
 in ``.github/unittest/linux_sota/scripts/test_sota.py`` or, for older releases,
 ``.github/unittest/linux_examples/scripts/run_test.sh``) from DIR.
@@ -34,6 +36,9 @@ import time
 from pathlib import Path
 
 SWAP = re.compile(r"\btorchrl\b(?!_lite)")
+ROOT = Path(__file__).resolve().parents[1]
+# machine-specific paths left out of the table: the checkout, temporary folders, the venv
+LOCAL_PATHS = re.compile(re.escape(str(ROOT)) + r"/|/tmp/[^/\s'\"]+/|/[^\s'\"(]*/site-packages/")
 
 # Out of scope: downloaded weights or datasets, LLM and multi-agent tutorials.
 SKIP_TUTORIALS = {
@@ -67,7 +72,11 @@ def swap_text(text: str) -> str:
 
 
 def first_error(output: str) -> str:
-    """The exception line of the last traceback (or the last non-empty line)."""
+    """The exception line of the last traceback (or the last non-empty line), paths relative."""
+    return LOCAL_PATHS.sub("", _first_error(output))
+
+
+def _first_error(output: str) -> str:
     lines = [ln.rstrip() for ln in output.splitlines() if ln.strip()]
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].startswith("Traceback"):
@@ -240,7 +249,42 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+REPORT_HEAD = """## TorchRL's own tutorials and example scripts, import swapped
+
+Each row is one of TorchRL's tutorials (`tutorials/sphinx-tutorials/`) or one of the
+example-script commands TorchRL's CI runs (`sota-implementations/`, its own small-budget
+hydra overrides), run unchanged but for `torchrl` -> `torchrl_lite`, each in a fresh
+folder, by `tools/torchrl_conformance.py` (see its docstring for how to get TorchRL's
+files; none are kept in this repository). "v0.4" is TorchRL's tag v0.4.0 (the seed's era),
+"current" its main branch at {commit}. Out of scope: downloaded weights or datasets, LLM
+and multi-agent code. Seconds on the 2-core development machine.
+"""
+
+
+def report(paths: list[str], out: str | None, commit: str) -> str:
+    """One Markdown section from the JSON files of several runs (one table per file)."""
+    parts = [REPORT_HEAD.format(commit=commit)]
+    for path in paths:
+        rows = json.loads(Path(path).read_text())
+        kind = "scripts" if any("command" in r for r in rows) else "tutorials"
+        era = rows[0]["era"] if rows else "?"
+        parts.append(f"### {kind.capitalize()}, {era}\n\n{markdown(rows)}\n")
+    text = "\n".join(parts)
+    if out:
+        Path(out).write_text(text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"]:
+        rep = argparse.ArgumentParser(prog="torchrl_conformance.py report")
+        rep.add_argument("json", nargs="+")
+        rep.add_argument("--out", default=None)
+        rep.add_argument("--commit", default="(see the JSON files)")
+        ns = rep.parse_args(argv[1:])
+        print(report(ns.json, ns.out, ns.commit))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kind", choices=["tutorials", "scripts"])
     parser.add_argument(
