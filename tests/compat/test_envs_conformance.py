@@ -1,5 +1,6 @@
 """Env behaviours TorchRL's tutorials rely on (issue 37), reproduced in our own words."""
 
+import pytest
 import torch
 from tensordict import TensorDict
 
@@ -46,3 +47,23 @@ def test_env_static_step_gets_the_tensordict_only():
     assert torch.allclose(roll["next", "x"].squeeze(-1), torch.tensor([0.25, 0.5, 0.75, 1.0]))
     env.set_seed(3)
     assert env.seed_seen == 3
+
+
+def test_random_crop_accepts_an_absolute_sample_dim():
+    from torchrl_lite.envs.transforms import RandomCropTensorDict
+
+    td = TensorDict({"t": torch.arange(10).expand(3, 10)}, [3, 10])
+    torch.manual_seed(0)
+    out = RandomCropTensorDict(4, sample_dim=1)(td)
+    assert out.batch_size == (3, 4)
+    # each row is a run of consecutive steps starting at its own offset
+    assert bool((out["t"].diff(dim=-1) == 1).all())
+    assert bool((out["t"][:, 0] <= 6).all())
+    # dim 0 crops across rows instead
+    rows = TensorDict({"r": torch.arange(6).unsqueeze(-1).expand(6, 2)}, [6, 2])
+    crop = RandomCropTensorDict(3, sample_dim=0)(rows)
+    assert crop.batch_size == (3, 2) and bool((crop["r"].diff(dim=0) == 1).all())
+    with pytest.raises(ValueError, match="sample_dim=2 is out of range"):
+        RandomCropTensorDict(2, sample_dim=2)(td)
+    with pytest.raises(ValueError, match="sample_dim must be an int, got 1.5"):
+        RandomCropTensorDict(2, sample_dim=1.5)

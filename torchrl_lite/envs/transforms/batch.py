@@ -128,7 +128,8 @@ class RandomCropTensorDict(Transform):
 
     Args:
         sub_seq_len: length of the crops.
-        sample_dim: the time dim of the batch (negative, default ``-1``).
+        sample_dim: the time dim of the batch (default ``-1``). A negative dim counts from
+            the end and suits samples of any batch rank; a non-negative one is absolute.
         mask_key: the bool entry marking the valid steps of each row (optional).
 
     Example:
@@ -144,15 +145,14 @@ class RandomCropTensorDict(Transform):
             raise ValueError(
                 f"RandomCropTensorDict: sub_seq_len must be an int >= 1, got {sub_seq_len!r}"
             )
-        if not isinstance(sample_dim, int) or sample_dim >= 0:
-            raise ValueError(
-                f"RandomCropTensorDict: sample_dim must be a negative int, got {sample_dim!r}"
-            )
+        if isinstance(sample_dim, bool) or not isinstance(sample_dim, int):
+            raise ValueError(f"RandomCropTensorDict: sample_dim must be an int, got {sample_dim!r}")
         self.sub_seq_len, self.sample_dim, self.mask_key = sub_seq_len, sample_dim, mask_key
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        dim = tensordict.batch_dims + self.sample_dim
-        if dim < 0:
+        ndim = tensordict.batch_dims
+        dim = self.sample_dim if self.sample_dim >= 0 else ndim + self.sample_dim
+        if not 0 <= dim < ndim:
             raise ValueError(
                 f"RandomCropTensorDict: sample_dim={self.sample_dim} is out of range for a "
                 f"batch of size {list(tensordict.batch_size)}"
