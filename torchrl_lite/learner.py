@@ -8,6 +8,16 @@ Seed 000's loop::
         learner.print_info()
     learner.save_model()  # log_dir/actor_critic.state_dict, what restart_model= loads
 
+The same as a context manager, which stops the workers on leaving the block (also on an
+error or Ctrl-C)::
+
+    with Learner(scheme, target_steps=1_000_000) as learner:
+        while not learner.done():
+            learner.step()
+
+Without ``close()`` the workers stop when the Learner and its Scheme are no longer
+referenced (reassigning ``learner`` in a notebook frees the old one's workers).
+
 Under ``log_dir``: ``logs/metrics.csv`` (the logger's files: one row per collection,
 TensorBoard with ``logger="tensorboard"``), ``events.csv`` (worker deaths and restarts),
 ``actor_critic.state_dict`` and ``checkpoint/`` (``save_checkpoint``/``load_checkpoint``:
@@ -42,6 +52,8 @@ class Learner:
         progress_bar: a tqdm bar of frames.
         window: episodes in the running mean return.
 
+    A context manager: ``with Learner(...) as learner:`` calls ``close()`` on leaving.
+
     Example:
         >>> Learner(object(), target_steps=0)
         Traceback (most recent call last):
@@ -67,6 +79,7 @@ class Learner:
         self._events_seen = 0
         self.events: list[str] = []
         self._started = None
+        self._closed = False
         self.logger = None
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -93,6 +106,11 @@ class Learner:
     def step(self) -> dict:
         """One update of the scheme; returns its info. Ctrl-C or an error stops every
         worker before propagating."""
+        if self._closed:
+            raise RuntimeError(
+                "Learner.step() after close(): its workers are stopped; build a new Scheme "
+                "and Learner to train more (load_checkpoint continues a saved run)."
+            )
         if self._started is None:
             self._started = time.perf_counter() - self.seconds["total"]
         try:
@@ -243,6 +261,7 @@ class Learner:
 
     def close(self) -> None:
         """Stop the workers, close the logger and the progress bar (idempotent)."""
+        self._closed = True
         self.scheme.shutdown()
         if self.logger is not None:
             self.logger.close()

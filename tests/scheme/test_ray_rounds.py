@@ -62,23 +62,6 @@ def test_preemption_chunks_not_dividing_the_batch(ray_session):
                col_preemption_chunks=3)  # fmt: skip
 
 
-def test_second_scheme_fails_fast_on_free_resources(ray_session):
-    """The suite's Ray session has 2 CPUs; a live Scheme's 2 collection workers hold both,
-    so a second Scheme asking for 2 more fails with the free/required resources (instead
-    of waiting for its workers' start-up timeout)."""
-    first = Learner(Scheme(**doubles.factories(), col_remote_workers=2), target_steps=10_000)
-    try:
-        first.step()
-        with pytest.raises(ValueError) as info:
-            Scheme(**doubles.factories(), col_remote_workers=2, worker_timeout=600)
-        message = str(info.value)
-        assert "request 2 CPU in all (col_worker_resources={'num_cpus': 1} x 2 workers)" in message
-        assert "only 0 of the Ray cluster's 2 CPU are free (ray.available_resources()" in message
-        assert "another Scheme still running" in message
-    finally:
-        first.close()
-
-
 def _sync_run(seed, steps=6):
     learner = Learner(Scheme(**doubles.factories(), col_remote_workers=2, seed=seed), 10_000)
     try:

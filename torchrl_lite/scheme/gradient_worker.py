@@ -19,7 +19,9 @@ which is what a hand-written loop does, so the 1/1 Scheme repeats it step for st
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import time
 
 import torch
@@ -71,7 +73,8 @@ class GradientWorker:
         col_workers: collection workers feeding this one (1: in this process).
         col_communication: ``"synchronous"`` or ``"asynchronous"``.
         col_options: ``{"resources", "fraction_workers", "fraction_samples", "chunks",
-            "max_restarts", "timeout", "channel"}`` for remote collection.
+            "max_restarts", "timeout", "channel", "owner"}`` for remote collection
+            (``owner``: the Scheme's description, named when others need its CPUs).
         on_event: called with a message on each worker death/restart.
     """
 
@@ -114,7 +117,8 @@ class GradientWorker:
         self._weights_ref = None
 
     def _remote_collection(self, factories, device, seed, count, communication, opts, on_event):
-        from torchrl_lite.collectors.distributed.ray_workers import WorkerGroup, require_ray
+        from torchrl_lite.collectors.distributed.ray_session import require_ray
+        from torchrl_lite.collectors.distributed.ray_workers import WorkerGroup
         from torchrl_lite.collectors.distributed.worker import RolloutWorker
 
         require_ray()
@@ -144,6 +148,7 @@ class GradientWorker:
             suffix=f" of gradient worker {g}" if g else "",
             restart_option="max_worker_restarts",
             channel=opts.get("channel", "auto"),
+            owner=opts.get("owner", ""),
         )
         group.start()
         return RemoteCollection(
@@ -325,11 +330,9 @@ class GradientWorker:
         set_rng_state(state["rng"])
 
     def shutdown(self) -> None:
+        """Stop the collection (its workers) and leave the all-reduce group, if any."""
         self.collection.shutdown()
-        try:
-            import torch.distributed as dist
-
-            if dist.is_initialized():
+        dist = sys.modules.get("torch.distributed")  # never imported here: only if in use
+        with contextlib.suppress(Exception):  # best effort, also at interpreter exit
+            if dist is not None and dist.is_available() and dist.is_initialized():
                 dist.destroy_process_group()
-        except Exception:  # pragma: no cover - best effort at exit
-            pass

@@ -16,6 +16,14 @@ Seed 000's training architecture. ``Scheme`` takes the component factories (see
   ``decentralized_update=True`` lets the workers all-reduce (torch.distributed, gloo) and
   each apply the average: no central update.
 
+Life cycle: ``shutdown()`` (or leaving ``with Scheme(...) as scheme:``, or the Learner's
+``close()``) stops the workers; a Scheme that is no longer referenced stops them by
+itself (nothing in it points back at it, so CPython frees it at once), and its finaliser
+never starts or waits on Ray. When the CPUs its workers need are held by another Scheme
+of this process still referenced (a notebook cell run again builds the new Scheme before
+the old one is dropped), the workers start at the first call that needs them instead of
+at construction; if that one still holds them then, the error names it.
+
 Weights move once per update, packed in one buffer (``collectors.distributed.transport``:
 inline in the calls when small, else one ``ray.put`` read by every worker); batches come
 back packed the same way and are rebuilt as TensorDicts; gradients move as tensor lists.
@@ -24,12 +32,14 @@ back packed the same way and are rebuilt as TensorDicts; gradients move as tenso
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import time
 
 import torch
 
 from torchrl_lite.collectors.distributed.channel import check_channel
+from torchrl_lite.collectors.distributed.ray_session import user_site
 from torchrl_lite.collectors.distributed.transport import weights_message
 from torchrl_lite.scheme.gradient_worker import GradientWorker
 
@@ -80,6 +90,16 @@ def check_picklable(named: dict) -> None:
             ) from err
 
 
+def _recorder(events: list):
+    """``on_event`` for the workers: appends ``(time, message)`` to ``events`` (a closure
+    over the list, not a method of the Scheme, so the workers hold no reference to it)."""
+
+    def on_event(message: str) -> None:
+        events.append((time.time(), message))
+
+    return on_event
+
+
 class Scheme:
     """The training architecture: collection and gradient workers, sync or async.
 
@@ -108,6 +128,8 @@ class Scheme:
         device: where the components live.
         max_worker_restarts: restarts per worker before giving up with an error.
         worker_timeout: seconds a worker call may take before ``TimeoutError``.
+
+    A context manager: ``with Scheme(...) as scheme:`` shuts it down on leaving.
 
     Example:
         >>> Scheme(None, None, None, None, col_communication="sync")
@@ -191,35 +213,75 @@ class Scheme:
         }
         self.local = self.group = None
         self._closed = False
+        self._started = False
         if self.grad_workers > 1 and getattr(actor_factory, "kwargs", {}).get("normalize_obs"):
             raise ValueError(
                 f"grad_remote_workers={self.grad_workers} with an actor built with "
                 f"normalize_obs=True: the observation statistics are updated by the one "
                 f"gradient worker; use grad_remote_workers=1 or normalize_obs=False."
             )
-        if self.remote:
-            self._start_remote()
-        else:
-            self.local = GradientWorker(factories, 0, self.seed, self.device, on_event=self._event)
-
-    # -- construction ---------------------------------------------------------------------
-    def _event(self, message: str) -> None:
-        self.events.append((time.time(), message))
-
-    def _start_remote(self) -> None:
-        from torchrl_lite.collectors.distributed.ray_workers import check_resources, require_ray
+        self._on_event = _recorder(self.events)
+        self._owner = (
+            f"a Scheme (col_remote_workers={self.col_workers}, col_communication="
+            f"{self.col_communication!r}, grad_remote_workers={self.grad_workers}) built at "
+            f"{user_site()} (close it with learner.close() or scheme.shutdown(), or build it "
+            f"in a `with` block)"
+        )
+        self._col_options["owner"] = self._owner
+        if not self.remote:
+            self.local = GradientWorker(factories, 0, self.seed, self.device,
+                                        on_event=self._on_event)  # fmt: skip
+            self._started = True
+            return
+        from torchrl_lite.collectors.distributed.ray_session import (
+            ResourcesHeldError,
+            require_ray,
+        )
 
         check_picklable(self.factories)
         require_ray()
+        try:
+            self._check_resources()
+        except ResourcesHeldError as err:
+            if not err.holders:  # held by other processes: nothing here will free them
+                raise
+            self._on_event(
+                "the workers start at the first step: the CPUs they need are held by "
+                + "; ".join(owner for owner, _ in err.holders)
+            )
+            return
+        self._start_remote()
+
+    # -- construction ---------------------------------------------------------------------
+    def _check_resources(self) -> None:
+        from torchrl_lite.collectors.distributed.ray_session import check_resources
+
         col = self.col_workers if self.col_workers > 1 else 0
         requests = [("col_worker_resources", col * self.grad_workers, self.col_resources)]
         if self.grad_workers > 1:
             requests.append(("grad_worker_resources", self.grad_workers, self.grad_resources))
         check_resources([r for r in requests if r[1]])
+
+    def _ensure_started(self) -> None:
+        """Start the workers if construction left that to the first call (see the module
+        docstring); raises if the CPUs are still held."""
+        if self._closed:
+            raise RuntimeError("this Scheme was shut down: build a new Scheme.")
+        if self._started:
+            return
+        self._check_resources()
+        try:
+            self._start_remote()
+        except BaseException:
+            self.shutdown()  # a failed start is not retried: its error stands
+            raise
+
+    def _start_remote(self) -> None:
+        self._started = True
         if self.grad_workers == 1:
             self.local = GradientWorker(
                 self.factories, 0, self.seed, self.device, self.col_workers,
-                self.col_communication, self._col_options, on_event=self._event,
+                self.col_communication, self._col_options, on_event=self._on_event,
             )  # fmt: skip
             return
         from torchrl_lite.collectors.distributed.ray_workers import WorkerGroup
@@ -228,16 +290,18 @@ class Scheme:
         torch.manual_seed(self.seed)
         self.actor = self.factories["actor_factory"](self.device)
         self.algo = self.factories["algo_factory"](self.device, self.actor)
-        args = (self.factories,)
+        # what the workers are built from, bound here: a closure over self would make a
+        # reference cycle (self -> group -> args_for -> self) that only the GC breaks
+        head = (self.factories,)
+        tail = (self.seed, "cpu", self.col_workers, self.col_communication, self._col_options)
 
         def args_for(index, restarts):
-            return args + (index, self.seed, "cpu", self.col_workers, self.col_communication,
-                           self._col_options, restarts), {}  # fmt: skip
+            return head + (index, *tail, restarts), {}
 
         self.group = WorkerGroup(
             "gradient worker", GradientWorker, args_for, self.grad_workers, self.grad_resources,
-            self.max_restarts, self.timeout, on_event=self._event,
-            restart_option="max_worker_restarts",
+            self.max_restarts, self.timeout, on_event=self._on_event,
+            restart_option="max_worker_restarts", owner=self._owner,
         )  # fmt: skip
         self.group.start()
         self._pending: dict = {}
@@ -263,6 +327,7 @@ class Scheme:
         """One update; returns what happened (frames, returns, lags, timings)."""
         if self._closed:
             raise RuntimeError("Scheme.step() after shutdown(): build a new Scheme.")
+        self._ensure_started()
         start = time.perf_counter()
         if self.group is None:
             grads, info = self.local.step()
@@ -338,6 +403,7 @@ class Scheme:
     # -- parameters, weights, status ----------------------------------------------------------
     def get_weights(self) -> dict:
         """The current weights (of the updating copy)."""
+        self._ensure_started()
         if self.group is None:
             return self.local.get_weights()
         if self.decentralized:
@@ -348,6 +414,7 @@ class Scheme:
 
     def update_algorithm_parameter(self, name: str, value) -> None:
         """Set an algorithm parameter (``"lr"``, ``"clip_param"``, ...) on every worker."""
+        self._ensure_started()
         if self.group is None:
             self.local.update_algorithm_parameter(name, value)
             return
@@ -361,6 +428,7 @@ class Scheme:
 
     def save_actor(self, path) -> str:
         """Write the actor's ``state_dict`` (what ``restart_model=`` loads) to ``path``."""
+        self._ensure_started()
         if self.group is None:
             return self.local.save_actor(str(path))
         if self.decentralized:
@@ -370,6 +438,7 @@ class Scheme:
 
     def status(self) -> dict:
         """``{"col_alive", "col_workers", "grad_alive", "grad_workers", "restarts"}``."""
+        self._ensure_started()
         if self.group is None:
             s = self.local.status()
             return {"col_alive": s["alive"], "col_workers": self.col_workers, "grad_alive": 1,
@@ -394,6 +463,7 @@ class Scheme:
         """Everything a resumed run needs: exact for the in-process gradient worker (and
         its sync collection workers); with remote gradient workers, the central algorithm
         and the update count (their storages restart empty)."""
+        self._ensure_started()
         if self.group is None:
             return {"version": self.version, "local": self.local.state_dict()}
         if self.decentralized:
@@ -401,6 +471,7 @@ class Scheme:
         return {"version": self.version, "algo": self.algo.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
+        self._ensure_started()
         self.version = int(state["version"])
         if self.group is None:
             self.local.load_state_dict(state["local"])
@@ -414,7 +485,8 @@ class Scheme:
         self._weights_ref = None
 
     def shutdown(self) -> None:
-        """Stop every worker (idempotent); also on Ctrl-C through the Learner."""
+        """Stop every worker (idempotent); also on Ctrl-C through the Learner. Safe after
+        ``ray.shutdown()`` and in a finaliser: it never starts Ray nor waits on it."""
         if self._closed:
             return
         self._closed = True
@@ -430,10 +502,8 @@ class Scheme:
         self.shutdown()
 
     def __del__(self):
-        try:
+        with contextlib.suppress(BaseException):  # a finaliser never raises
             self.shutdown()
-        except Exception:
-            pass
 
 
 def _average(grad_lists: list) -> list:

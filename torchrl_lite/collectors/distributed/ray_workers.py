@@ -20,12 +20,18 @@ workers lives here:
   workers on other nodes, and every other method, use Ray calls. ``wait``/``gather``/
   ``first`` take both kinds of call. A channel that closes (the worker died) fails the
   call, and the worker is restarted as above with a new channel.
-* ``check_resources`` compares what the groups request with ``ray.cluster_resources()``
-  before any actor starts, so an over-subscribed cluster fails with the option to change.
+* ``check_resources`` (``ray_session.py``) compares what the groups request with
+  ``ray.cluster_resources()`` before any actor starts, so an over-subscribed cluster fails
+  with the option to change; a started group registers there with its ``owner``, so that
+  a later one short of CPUs names the live object holding them.
+* ``shutdown()`` (also the finaliser's) kills the actors only while a Ray session runs
+  (``running_ray``): it never starts one, never waits and never raises. A group that is
+  no longer referenced shuts down by itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -38,97 +44,15 @@ from torchrl_lite.collectors.distributed.channel import (
     check_channel,
     wait_calls,
 )
+from torchrl_lite.collectors.distributed.ray_session import (
+    ray_resources,
+    register,
+    running_ray,
+    unregister,
+)
 from torchrl_lite.collectors.distributed.transport import packed_message
 
-__all__ = ["WorkerGroup", "check_resources", "ray_resources", "require_ray"]
-
-_RESOURCE_OPTIONS = {"num_cpus": "CPU", "num_gpus": "GPU", "memory": "memory"}
-
-
-def require_ray():
-    """``import ray`` (initialised with ``ray.init()`` if it is not yet), or an ImportError
-    saying how to install it."""
-    try:
-        import ray
-    except ImportError as err:  # pragma: no cover - ray is an optional extra
-        raise ImportError(
-            "remote workers need Ray: pip install 'torchrl-lite[ray]' (or use one collection "
-            "and one gradient worker, which run in this process without Ray)."
-        ) from err
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False)
-    return ray
-
-
-def ray_resources(option: str, resources: dict) -> dict:
-    """Ray's resource names (``{"CPU": 1}``) for an actor option dict (``{"num_cpus": 1}``)."""
-    if not isinstance(resources, dict):
-        raise TypeError(f"{option} must be a dict like {{'num_cpus': 1}}, got {resources!r}.")
-    out = {}
-    for key, value in resources.items():
-        if key == "resources":
-            if not isinstance(value, dict):
-                raise TypeError(f"{option}['resources'] must be a dict, got {value!r}.")
-            out.update(value)
-        elif key in _RESOURCE_OPTIONS:
-            if not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"{option}[{key!r}] must be a number >= 0, got {value!r}.")
-            out[_RESOURCE_OPTIONS[key]] = value
-        else:
-            raise ValueError(
-                f"{option} has an unknown entry {key!r}; valid: "
-                f"{sorted([*_RESOURCE_OPTIONS, 'resources'])}."
-            )
-    return out
-
-
-def check_resources(requests: list[tuple[str, int, dict]], wait_s: float = 5.0) -> None:
-    """Raise ValueError if ``[(option, n_workers, resources), ...]`` exceed the cluster's
-    total, or what is free now (``ray.available_resources()``: actors of another live
-    Scheme hold theirs). Resources of actors killed just before are reported free with a
-    short delay, so a shortfall is retried for up to ``wait_s`` seconds before failing.
-
-    Example:
-        >>> check_resources([])  # nothing requested: nothing to check (Ray not imported)
-    """
-    if not requests:
-        return
-    ray = require_ray()
-    total = ray.cluster_resources()
-    need: dict[str, float] = {}
-    who: dict[str, list[str]] = {}
-    for option, count, resources in requests:
-        for name, value in ray_resources(option, resources).items():
-            need[name] = need.get(name, 0) + count * value
-            who.setdefault(name, []).append(f"{option}={resources} x {count} workers")
-    for name, value in need.items():
-        have = total.get(name, 0)
-        if value > have:
-            raise ValueError(
-                f"the workers request {value:g} {name} in all ({'; '.join(who[name])}) but the "
-                f"Ray cluster has {have:g} (ray.cluster_resources()). Lower the worker counts, "
-                f"request less per worker (e.g. {who[name][0].split('=')[0]}={{'num_cpus': 0.5}})"
-                f", or start Ray with more (ray.init(num_cpus=...), or add nodes)."
-            )
-    deadline = time.monotonic() + float(wait_s)
-    while True:
-        free = ray.available_resources()
-        short = [(n, v, free.get(n, 0.0)) for n, v in need.items() if v > free.get(n, 0.0) + 1e-9]
-        if not short:
-            return
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(0.2)
-    name, value, have = short[0]
-    raise ValueError(
-        f"the workers request {value:g} {name} in all ({'; '.join(who[name])}) but only "
-        f"{have:g} of the Ray cluster's {total.get(name, 0):g} {name} are free "
-        f"(ray.available_resources(), after waiting {wait_s:g}s): other actors hold the rest, "
-        f"e.g. another Scheme still running in this Ray session. Shut that one down first "
-        f"(learner.close() / scheme.shutdown()), request less per worker (e.g. "
-        f"{who[name][0].split('=')[0]}={{'num_cpus': 0.5}}), or start Ray with more."
-    )
-
+__all__ = ["WorkerGroup"]
 
 _LAST_LINE = re.compile(r"^(\w+(?:\.\w+)*): (.*)$")
 
@@ -162,7 +86,7 @@ class WorkerGroup:
         args_for: ``args_for(index, restarts) -> (args, kwargs)`` for the constructor.
         count: number of workers.
         resources: actor options (``{"num_cpus": 1}``; ``num_gpus``, ``memory``,
-            ``resources``), see ``ray.remote``.
+            ``resources``), see ``ray.remote``; or a list of them, one per worker.
         max_restarts: restarts allowed per worker before the group gives up.
         timeout: seconds a call may take before ``TimeoutError``.
         on_event: ``on_event(message)`` for each death and restart (e.g. the Learner's log).
@@ -172,6 +96,9 @@ class WorkerGroup:
         start_timeout: seconds the workers may take to start (import torch, build envs).
         channel: ``"auto"`` (a shared-memory channel to each worker on the driver's node
             whose class has ``open_channel``) or ``"ray"`` (Ray calls only).
+        owner: who holds the workers and how to close it, for the message of a later
+            group short of resources (``"a RayCollector ... built at x.py:3 (close it
+            with collector.shutdown())"``).
 
     Example (needs a running Ray):
         >>> group = WorkerGroup("worker", object, lambda i, r: ((), {}), count=1,
@@ -195,14 +122,22 @@ class WorkerGroup:
         restart_option: str = "max_restarts",
         start_timeout: float = 600.0,
         channel: str = "ray",
+        owner: str = "",
     ):
+        self.owner = owner or f"a WorkerGroup of {count} {name}s"
         self.channel = check_channel("channel", channel)
         self.channels: list[Channel | None] = [None] * count
         self._channel_weights = (None, None)  # (weights message, its Packed form)
         self.start_timeout = float(start_timeout)
         self.suffix, self.restart_option = suffix, restart_option
         self.name, self.cls, self.args_for, self.count = name, cls, args_for, count
-        self.resources = dict(resources)
+        per_worker = resources if isinstance(resources, (list, tuple)) else [resources] * count
+        if len(per_worker) != count:
+            raise ValueError(
+                f"{len(per_worker)} resource dicts for {count} {name}s: give one each."
+            )
+        self.per_worker = [dict(r) for r in per_worker]
+        self.resources = self.per_worker if isinstance(resources, (list, tuple)) else per_worker[0]
         self.max_restarts, self.timeout = int(max_restarts), float(timeout)
         self.on_event = on_event or (lambda message: None)
         self.max_concurrency = max_concurrency
@@ -224,7 +159,8 @@ class WorkerGroup:
         if self._remote is None:
             self._remote = ray.remote(self.cls)
         args, kwargs = self.args_for(index, self.restarts[index])
-        options = {**self.resources, "max_restarts": 0, "max_concurrency": self.max_concurrency}
+        options = {k: v for k, v in self.per_worker[index].items() if v is not None}
+        options.update(max_restarts=0, max_concurrency=self.max_concurrency)
         actor = self._remote.options(**options).remote(*args, **kwargs)
         self.actors[index] = actor
         self.ready_flags[index] = False
@@ -234,6 +170,11 @@ class WorkerGroup:
         """Start every worker and wait for all to answer (errors raised with tracebacks)."""
         import ray
 
+        held: dict[str, float] = {}
+        for resources in self.per_worker:
+            for key, value in ray_resources("resources", resources).items():
+                held[key] = held.get(key, 0) + value
+        register(self, self.owner, held)
         for index in range(self.count):
             self._new_actor(index)
         refs = list(self._starting)
@@ -351,22 +292,25 @@ class WorkerGroup:
         self._new_actor(index)
 
     def shutdown(self) -> None:
-        """Kill every actor (idempotent)."""
-        try:
-            import ray
-        except ImportError:  # pragma: no cover
-            return
+        """Kill every actor (idempotent). Safe in a finaliser: only while a Ray session runs
+        (after ``ray.shutdown()`` the actors are gone with it), without waiting, never
+        raising."""
         for index in range(self.count):
-            self._close_channel(index)
+            with contextlib.suppress(Exception):
+                self._close_channel(index)
+        ray = running_ray()
         for index, actor in enumerate(self.actors):
-            if actor is not None:
-                try:
+            if actor is not None and ray is not None:
+                with contextlib.suppress(Exception):  # already gone
                     ray.kill(actor, no_restart=True)
-                except Exception:
-                    pass
-                self.actors[index] = None
+            self.actors[index] = None
         self.ready_flags = [False] * self.count
         self._starting.clear()
+        unregister(self)
+
+    def __del__(self):
+        with contextlib.suppress(BaseException):
+            self.shutdown()
 
     @property
     def alive(self) -> int:
