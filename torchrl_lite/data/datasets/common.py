@@ -97,16 +97,25 @@ class _ReadOnlyWriter(Writer):
 class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
     """An offline dataset read from local files, sampled like a replay buffer.
 
+    A dataset is looked for in a list of places (:meth:`_candidates`, first found wins):
+    a source file (HDF5) is converted once into memory-mapped files next to it; a folder
+    holding a memory-mapped TensorDict (TorchRL's own cache, ``~/.cache/torchrl/<name>/<id>``)
+    is read as it is. Nothing is downloaded unless ``download`` is true and the dataset's
+    downloader is installed; a dataset found nowhere raises ``FileNotFoundError`` naming
+    every place looked in.
+
     Args:
         dataset_id: the dataset's name.
         batch_size: default batch size of ``sample`` and iteration.
         sampler: default :class:`~torchrl_lite.data.replay_buffers.RandomSampler`.
+        writer: default read-only (``extend`` raises); pass a writer to allow writes.
         collate_fn, pin_memory, prefetch, transform: as in
             :class:`~torchrl_lite.data.replay_buffers.ReplayBuffer`.
         split_trajs: store padded trajectories ``[K, max_len]`` (with
             ``("collector", "mask")``): a sample is then ``[batch_size, max_len]``.
-        root: the folder holding the source files (see each dataset for the layout).
-        download: allow fetching missing files; ``False`` never touches the network.
+        root: a folder to look in first (see each dataset for the layout).
+        download: allow fetching a dataset found nowhere; ``False`` never touches the
+            network. ``"force"`` is read as ``True``.
 
     Example:
         >>> # see D4RLExperienceReplay and MinariExperienceReplay
@@ -120,28 +129,32 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
         batch_size: int | None = None,
         *,
         sampler=None,
+        writer=None,
         collate_fn=None,
         pin_memory: bool = False,
         prefetch: int | None = None,
         transform=None,
         split_trajs: bool = False,
         root=None,
-        download: bool = False,
+        download: bool | str = False,
     ) -> None:
+        if download not in (True, False, "force"):
+            raise ValueError(f"download must be True, False or 'force', got {download!r}.")
         self.dataset_id = dataset_id
-        self.root = Path(root) if root is not None else self.default_root()
+        self.root = Path(root).expanduser() if root is not None else None
         self.split_trajs = split_trajs
-        source = self._source_path()
-        if not source.exists():
-            if download:
-                self._download(source)
-            if not source.exists():
-                raise FileNotFoundError(self._missing_message(source))
-        data = self._cached(source)
+        source = self._find()
+        if source is None and download:
+            self._download()
+            source = self._find()
+        if source is None:
+            raise FileNotFoundError(self._missing_message(self._candidates()))
+        self.source = source
+        data = self._load_memmap(source) if source.is_dir() else self._cached(source)
         super().__init__(
             storage=TensorStorage(data),
             sampler=sampler,
-            writer=_ReadOnlyWriter(),
+            writer=_ReadOnlyWriter() if writer is None else writer,
             collate_fn=collate_fn,
             pin_memory=pin_memory,
             prefetch=prefetch,
@@ -152,19 +165,27 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
     # -- what a dataset provides ----------------------------------------------------------
     @classmethod
     def default_root(cls) -> Path:
+        """This library's own data folder for the dataset kind."""
         return default_data_root() / cls.dataset_name
 
-    def _source_path(self) -> Path:
+    @classmethod
+    def torchrl_cache_root(cls) -> Path:
+        """TorchRL's cache of converted datasets: ``~/.cache/torchrl/<dataset kind>``."""
+        return Path.home() / ".cache" / "torchrl" / cls.dataset_name
+
+    def _candidates(self) -> list[Path]:
+        """Places the dataset may be, in order: source files or memory-mapped folders."""
         raise NotImplementedError
 
     def _convert(self, source: Path) -> TensorDict:
         raise NotImplementedError
 
-    def _download(self, source: Path) -> None:
+    def _download(self) -> None:
         raise NotImplementedError
 
-    def _missing_message(self, source: Path) -> str:
-        return f"{self.dataset_name} dataset {self.dataset_id!r} not found at {source}."
+    def _missing_message(self, looked: list[Path]) -> str:
+        places = "".join(f"\n  {p}" for p in looked)
+        return f"{self.dataset_name} dataset {self.dataset_id!r} not found; looked in:{places}"
 
     # -- shared ---------------------------------------------------------------------------
     @property
@@ -172,11 +193,24 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
         """The whole dataset as a memory-mapped TensorDict."""
         return self._storage._data
 
+    def _find(self) -> Path | None:
+        for path in self._candidates():
+            if path.is_file() or (path.is_dir() and (path / "meta.json").is_file()):
+                return path
+        return None
+
+    def _load_memmap(self, folder: Path) -> TensorDictBase:
+        """A memory-mapped TensorDict folder (TorchRL's cache layout), read as it is."""
+        data = TensorDict.load_memmap(folder)
+        if self.split_trajs and data.ndim == 1:
+            data = split_trajectories(data.to_tensordict())
+        return data
+
     def _cached(self, source: Path) -> TensorDictBase:
         suffix = ".split" if self.split_trajs else ""
         cache = source.with_name(f"{source.name}.torchrl_lite{suffix}.memmap")
         stamp_file = cache.with_name(cache.name + ".json")
-        stat = source.stat() if source.is_file() else (source / self._stamp_file()).stat()
+        stat = source.stat()
         stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "version": _CACHE_VERSION}
         if cache.is_dir() and stamp_file.is_file() and json.loads(stamp_file.read_text()) == stamp:
             return TensorDict.load_memmap(cache)
@@ -193,7 +227,3 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
         os.replace(partial, cache)
         stamp_file.write_text(json.dumps(stamp))
         return TensorDict.load_memmap(cache)
-
-    def _stamp_file(self) -> str:
-        """For a source folder: the file whose size and time mark a change."""
-        raise NotImplementedError

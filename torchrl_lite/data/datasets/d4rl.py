@@ -7,6 +7,9 @@ and an ``infos/`` group of per-step arrays.
 
 from __future__ import annotations
 
+import importlib
+import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +20,7 @@ from torchrl_lite import _keys
 from torchrl_lite._utils import require
 from torchrl_lite.data.datasets.common import BaseDatasetExperienceReplay, traj_ids_from_ends
 
-__all__ = ["D4RLExperienceReplay"]
+__all__ = ["D4RLExperienceReplay", "d4rl_dataset_dir", "d4rl_file_names", "read_d4rl_hdf5"]
 
 
 def _bool_column(file, name: str, size: int) -> torch.Tensor:
@@ -102,35 +105,71 @@ def read_d4rl_hdf5(path, use_truncated_as_done: bool = True) -> TensorDict:
     return data
 
 
-class D4RLExperienceReplay(BaseDatasetExperienceReplay):
-    """A D4RL dataset read from ``<root>/<dataset_id>.hdf5``, sampled like a replay buffer.
+_GYM_MUJOCO = re.compile(r"^(halfcheetah|hopper|walker2d|ant)-([a-z-]+)-(v[12])$")
 
-    The file is converted once into memory-mapped files next to it
-    (``<dataset_id>.hdf5.torchrl_lite[.split].memmap``); see :func:`read_d4rl_hdf5` for the
-    keys. Nothing is downloaded unless ``download=True``.
+
+def d4rl_dataset_dir() -> Path:
+    """The d4rl package's download folder: ``$D4RL_DATASET_DIR`` or ``~/.d4rl/datasets``."""
+    return Path(os.environ.get("D4RL_DATASET_DIR", Path.home() / ".d4rl" / "datasets"))
+
+
+def d4rl_file_names(dataset_id: str) -> list[str]:
+    """File names a D4RL dataset may have in d4rl's folder (its URL's last part).
+
+    The gym-mujoco v1/v2 files join the task's words with ``_``
+    (``halfcheetah-medium-v2`` -> ``halfcheetah_medium-v2.hdf5``); ``<id>.hdf5`` is
+    accepted for every dataset.
+
+    Example:
+        >>> d4rl_file_names("hopper-medium-replay-v2")
+        ['hopper-medium-replay-v2.hdf5', 'hopper_medium_replay-v2.hdf5']
+    """
+    names = [f"{dataset_id}.hdf5"]
+    match = _GYM_MUJOCO.match(dataset_id)
+    if match:
+        env, task, version = match.groups()
+        names.append(f"{env}_{task.replace('-', '_')}-{version}.hdf5")
+    return names
+
+
+class D4RLExperienceReplay(BaseDatasetExperienceReplay):
+    """A D4RL dataset read from the local caches, sampled like a replay buffer.
+
+    Looked for, in order: in ``root`` when given (the file names of
+    :func:`d4rl_file_names`, or a ``<dataset_id>/`` memory-mapped folder), TorchRL's converted cache ``~/.cache/torchrl/d4rl/<dataset_id>/``,
+    the d4rl package's download folder (``$D4RL_DATASET_DIR`` or ``~/.d4rl/datasets``, the
+    file named as its URL, see :func:`d4rl_file_names`) and
+    ``$TORCHRL_LITE_DATA_DIR/d4rl/<dataset_id>.hdf5``. An HDF5 file is converted once into
+    memory-mapped files next to it (see :func:`read_d4rl_hdf5` for the keys).
+    ``tools/make_offline_cache.py`` writes a small dataset in d4rl's layout from rollouts.
 
     Args:
-        dataset_id: e.g. ``"maze2d-open-v0"``.
+        dataset_id: e.g. ``"halfcheetah-medium-v2"``.
         batch_size: default batch size of ``sample`` and iteration.
         sampler: e.g. ``SamplerWithoutReplacement(drop_last=True)`` to iterate epochs.
-        collate_fn, pin_memory, prefetch, transform: as in
-            :class:`~torchrl_lite.data.replay_buffers.ReplayBuffer`.
+        writer, collate_fn, pin_memory, prefetch, transform: as in
+            :class:`~torchrl_lite.data.datasets.BaseDatasetExperienceReplay`.
         split_trajs: store padded trajectories ``[K, max_len]`` with
             ``("collector", "mask")``; samples are then ``[batch_size, max_len]``.
-        root: the folder holding ``<dataset_id>.hdf5``; default
-            ``$TORCHRL_LITE_DATA_DIR/d4rl`` or ``~/.cache/torchrl_lite/d4rl``.
-        download: if the file is missing, fetch it from the URL the ``d4rl`` package lists
-            (needs ``d4rl`` and network access); ``False`` never touches the network.
+        root: a folder to look in first.
+        download: if the dataset is found nowhere, fetch it from the URL the ``d4rl``
+            package lists (needs ``d4rl`` and network access); ``False`` never touches
+            the network.
         use_truncated_as_done: whether timeouts count as ``done``.
+        direct_download: TorchRL's choice between its own downloader and d4rl's; both
+            read the same files here, so it only matters when downloading.
+        from_env: TorchRL's reading through ``gym.make(dataset_id)`` (d4rl's gym envs);
+            not supported (``ValueError``): read the file instead.
+        terminate_on_end: accepted for TorchRL's signature; the files are read whole.
 
     Example:
         >>> from torchrl_lite.data.replay_buffers import SamplerWithoutReplacement
         >>> data = D4RLExperienceReplay(  # doctest: +SKIP
-        ...     "maze2d-open-v0", split_trajs=True, batch_size=128,
+        ...     "halfcheetah-medium-v2", batch_size=128, direct_download=True,
         ...     sampler=SamplerWithoutReplacement(drop_last=True),
         ... )
-        >>> for sample in data:  # doctest: +SKIP
-        ...     print(sample.shape)
+        >>> data.sample()["observation"].shape  # doctest: +SKIP
+        torch.Size([128, 17])
     """
 
     dataset_name = "d4rl"
@@ -141,32 +180,54 @@ class D4RLExperienceReplay(BaseDatasetExperienceReplay):
         batch_size: int | None = None,
         *,
         use_truncated_as_done=True,
+        direct_download: bool | None = None,
+        from_env: bool = False,
+        terminate_on_end: bool | None = None,
         **kwargs,
     ):
+        if from_env:
+            raise ValueError(
+                "D4RLExperienceReplay(from_env=True) reads through d4rl's gym environments, "
+                "which are not supported; pass from_env=False to read the dataset's HDF5 file."
+            )
+        del direct_download, terminate_on_end  # the same files are read either way
         self.use_truncated_as_done = use_truncated_as_done
         super().__init__(dataset_id, batch_size, **kwargs)
 
-    def _source_path(self) -> Path:
-        return self.root / f"{self.dataset_id}.hdf5"
+    def _candidates(self) -> list[Path]:
+        out = []
+        if self.root is not None:
+            out += [self.root / name for name in d4rl_file_names(self.dataset_id)]
+            out.append(self.root / self.dataset_id)
+        out.append(self.torchrl_cache_root() / self.dataset_id)
+        out += [d4rl_dataset_dir() / name for name in d4rl_file_names(self.dataset_id)]
+        out.append(self.default_root() / f"{self.dataset_id}.hdf5")
+        return out
 
     def _convert(self, source: Path) -> TensorDict:
         return read_d4rl_hdf5(source, self.use_truncated_as_done)
 
-    def _missing_message(self, source: Path) -> str:
+    def _missing_message(self, looked: list[Path]) -> str:
         return (
-            f"D4RL dataset {self.dataset_id!r} not found: looked for {source}. Put the "
-            f"dataset's HDF5 file there (the d4rl package saves it under ~/.d4rl/datasets when "
-            f"you call env.get_dataset(); the URLs are in d4rl.infos.DATASET_URLS), pass "
-            f"root=<folder holding {self.dataset_id}.hdf5>, or pass download=True."
+            super()._missing_message(looked)
+            + f"\nPut the dataset's D4RL HDF5 file in {d4rl_dataset_dir()} (where the d4rl "
+            "package saves it), write a small one from rollouts with "
+            f"`python tools/make_offline_cache.py d4rl {self.dataset_id} --env ENV_ID`, or "
+            "pass root=<folder holding <dataset_id>.hdf5>. Nothing is downloaded unless "
+            "download=True with the d4rl package installed."
         )
 
-    def _download(self, source: Path) -> None:
+    def _download(self) -> None:
         import urllib.request
 
-        infos = require("d4rl.infos", "d4rl")
+        try:
+            infos = importlib.import_module("d4rl.infos")
+        except ImportError:
+            return  # the message names the folders to fill instead
         url = infos.DATASET_URLS.get(self.dataset_id)
         if url is None:
             raise ValueError(f"the d4rl package lists no URL for {self.dataset_id!r}.")
+        source = d4rl_dataset_dir() / url.rsplit("/", 1)[-1]
         source.parent.mkdir(parents=True, exist_ok=True)
         partial = source.with_name(source.name + ".part")
         urllib.request.urlretrieve(url, partial)

@@ -8,6 +8,7 @@ of arrays for dict observations), ``actions [T, ...]``, ``rewards [T]``,
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from torchrl_lite import _keys
 from torchrl_lite._utils import require
 from torchrl_lite.data.datasets.common import BaseDatasetExperienceReplay
 
-__all__ = ["MinariExperienceReplay"]
+__all__ = ["MinariExperienceReplay", "minari_datasets_dir", "read_minari_hdf5"]
 
 
 def _read(node):
@@ -96,23 +97,34 @@ def read_minari_hdf5(path) -> TensorDict:
     return data
 
 
-class MinariExperienceReplay(BaseDatasetExperienceReplay):
-    """A Minari dataset read from ``<root>/<dataset_id>/data/main_data.hdf5``.
+def minari_datasets_dir() -> Path:
+    """Minari's local dataset folder: ``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``."""
+    return Path(os.environ.get("MINARI_DATASETS_PATH", Path.home() / ".minari" / "datasets"))
 
-    The file is converted once into memory-mapped files next to it; see
-    :func:`read_minari_hdf5` for the keys. Only Minari's HDF5 storage is read.
+
+class MinariExperienceReplay(BaseDatasetExperienceReplay):
+    """A Minari dataset read from the local caches, sampled like a replay buffer.
+
+    Looked for, in order: ``<root>/<dataset_id>/data/main_data.hdf5`` and
+    ``<root>/<dataset_id>/`` (when ``root`` is given), TorchRL's converted cache
+    ``~/.cache/torchrl/minari/<dataset_id>/`` (skipped with ``load_from_local_minari``),
+    then Minari's own folder ``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``
+    (``<dataset_id>/data/main_data.hdf5``). Only Minari's HDF5 storage is read; see
+    :func:`read_minari_hdf5` for the keys. ``tools/make_offline_cache.py`` writes a small
+    dataset in Minari's layout from rollouts.
 
     Args:
         dataset_id: e.g. ``"D4RL/door/human-v2"`` (namespaces are sub-folders).
         batch_size: default batch size of ``sample`` and iteration.
-        sampler, collate_fn, pin_memory, prefetch, transform: as in
-            :class:`~torchrl_lite.data.replay_buffers.ReplayBuffer`.
+        sampler, writer, collate_fn, pin_memory, prefetch, transform: as in
+            :class:`~torchrl_lite.data.datasets.BaseDatasetExperienceReplay`.
         split_trajs: store padded episodes ``[K, max_len]`` with ``("collector", "mask")``.
-        root: the folder of Minari datasets; default ``$MINARI_DATASETS_PATH`` or
-            ``~/.minari/datasets`` (Minari's own default).
-        download: if missing, fetch it with ``minari.download_dataset`` (needs the
-            ``minari`` package and network access; it saves to Minari's default folder);
+        root: a folder to look in first.
+        download: if found nowhere, fetch it with ``minari.download_dataset`` (needs the
+            ``minari`` package and network access; it saves to Minari's folder);
             ``False`` never touches the network.
+        load_from_local_minari: read Minari's local folder only (a dataset made with
+            Minari's ``DataCollector``), never downloading.
 
     Example:
         >>> data = MinariExperienceReplay("D4RL/door/human-v2", batch_size=32)  # doctest: +SKIP
@@ -122,30 +134,56 @@ class MinariExperienceReplay(BaseDatasetExperienceReplay):
 
     dataset_name = "minari"
 
+    def __init__(
+        self,
+        dataset_id: str,
+        batch_size: int | None = None,
+        *,
+        load_from_local_minari: bool = False,
+        download: bool | str = False,
+        **kwargs,
+    ):
+        self.load_from_local_minari = load_from_local_minari
+        download = False if load_from_local_minari else download
+        super().__init__(dataset_id, batch_size, download=download, **kwargs)
+
     @classmethod
     def default_root(cls) -> Path:
-        return Path(os.environ.get("MINARI_DATASETS_PATH", Path.home() / ".minari" / "datasets"))
+        return minari_datasets_dir()
 
-    def _source_path(self) -> Path:
-        return self.root / self.dataset_id / "data" / "main_data.hdf5"
+    def _candidates(self) -> list[Path]:
+        main = Path("data") / "main_data.hdf5"
+        out = []
+        if self.root is not None:
+            out += [self.root / self.dataset_id / main, self.root / self.dataset_id]
+        if not self.load_from_local_minari:
+            out.append(self.torchrl_cache_root() / self.dataset_id)
+        out.append(minari_datasets_dir() / self.dataset_id / main)
+        return out
 
     def _convert(self, source: Path) -> TensorDict:
         return read_minari_hdf5(source)
 
-    def _missing_message(self, source: Path) -> str:
-        folder = source.parent
+    def _missing_message(self, looked: list[Path]) -> str:
         hint = ""
+        folder = minari_datasets_dir() / self.dataset_id / "data"
         if folder.is_dir():
             hint = (
-                f" {folder} exists but holds {sorted(p.name for p in folder.iterdir())}: only "
-                "Minari's HDF5 storage (main_data.hdf5) is read."
+                f"\n{folder} exists but holds {sorted(p.name for p in folder.iterdir())}: "
+                "only Minari's HDF5 storage (main_data.hdf5) is read."
             )
         return (
-            f"Minari dataset {self.dataset_id!r} not found: looked for {source}.{hint} Download "
-            f"it with `minari download {self.dataset_id}` (pip install minari), pass "
-            "root=<folder of Minari datasets>, or pass download=True."
+            super()._missing_message(looked)
+            + hint
+            + f"\nDownload it with `minari download {self.dataset_id}` (pip install minari), "
+            "write a small one from rollouts with `python tools/make_offline_cache.py minari "
+            f"{self.dataset_id} --env ENV_ID`, or pass root=<folder of Minari datasets>. "
+            "Nothing is downloaded unless download=True with the minari package installed."
         )
 
-    def _download(self, source: Path) -> None:
-        minari = require("minari", "minari")
+    def _download(self) -> None:
+        try:
+            minari = importlib.import_module("minari")
+        except ImportError:
+            return  # the message names the folders to fill instead
         minari.download_dataset(self.dataset_id)
