@@ -67,3 +67,17 @@ def test_random_crop_accepts_an_absolute_sample_dim():
         RandomCropTensorDict(2, sample_dim=2)(td)
     with pytest.raises(ValueError, match="sample_dim must be an int, got 1.5"):
         RandomCropTensorDict(2, sample_dim=1.5)
+
+
+def test_batched_env_single_task_flag_follows_the_factories():
+    from torchrl_lite.envs import PendulumEnv, SerialEnv
+
+    def other():
+        return PendulumEnv()
+
+    one = SerialEnv(2, PendulumEnv)
+    same = SerialEnv(2, [PendulumEnv, PendulumEnv])
+    multi = SerialEnv(2, [PendulumEnv, other])
+    assert one._single_task and same._single_task and not multi._single_task
+    for env in (one, same, multi):
+        env.close()

@@ -32,6 +32,8 @@ class _BatchedEnv(EnvBase):
         self.num_workers = num_workers
         self.is_closed = False
         self._factories = factories
+        # TorchRL's flag: one factory for every copy (a list of distinct ones is multi-task)
+        self._single_task = callable(create_env_fn) or len({id(f) for f in create_env_fn}) == 1
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         try:
             infos = self._start(factories)
