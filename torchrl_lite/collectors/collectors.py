@@ -32,6 +32,7 @@ from torchrl_lite.collectors._args import (
     param_device,
 )
 from torchrl_lite.collectors._base import DataCollectorBase
+from torchrl_lite.collectors._compile import compile_policy_in_place
 from torchrl_lite.collectors._fast_batch import fast_batch
 from torchrl_lite.collectors._policy import (
     copy_weights,
@@ -98,6 +99,9 @@ class SyncDataCollector(DataCollectorBase):
         reset_when_done: reset done sub-envs (default True).
         replay_buffer: extend this buffer with each batch (flattened to the storage's
             dims) instead of yielding it; the iterator then yields ``None``.
+        compile_policy: False, True or ``torch.compile`` options: compile the policy
+            module in place (its weights stay shared).
+        cudagraph_policy: must be False (CUDA graphs are not supported).
 
     Example:
         >>> from torchrl_lite.envs import GymEnv
@@ -128,8 +132,11 @@ class SyncDataCollector(DataCollectorBase):
         exploration_type=ExplorationType.RANDOM,
         reset_when_done: bool = True,
         replay_buffer=None,
+        compile_policy=False,
+        cudagraph_policy=False,
     ):
         owner = type(self).__name__
+        policy = compile_policy_in_place(policy, compile_policy, cudagraph_policy, owner)
         self._init_common(
             frames_per_batch, total_frames, init_random_frames, split_trajs, postproc, replay_buffer
         )

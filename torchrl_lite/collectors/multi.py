@@ -50,6 +50,7 @@ from torchrl_lite._mp import (
 )
 from torchrl_lite.collectors._args import check_int, check_policy
 from torchrl_lite.collectors._base import DataCollectorBase
+from torchrl_lite.collectors._compile import compile_policy_in_place
 from torchrl_lite.collectors._policy import (
     copy_weights,
     has_lazy_params,
@@ -175,8 +176,11 @@ class _MultiDataCollector(DataCollectorBase):
         replay_buffer=None,
         num_sub_threads: int = 1,
         mp_start_method: str | None = None,
+        compile_policy=False,
+        cudagraph_policy=False,
     ):
         owner = type(self).__name__
+        compile_policy_in_place(None, False, cudagraph_policy, owner)  # refused early
         self._procs, self._conns, self._finalizer = [], [], None
         factories = _factories(owner, create_env_fn, num_workers, create_env_kwargs)
         self.num_workers = n = len(factories)
@@ -233,6 +237,7 @@ class _MultiDataCollector(DataCollectorBase):
                         "reset_at_each_iter": reset_at_each_iter,
                         "exploration_type": exploration_type,
                         "reset_when_done": reset_when_done,
+                        "compile_policy": compile_policy,  # each worker compiles its copy
                         **{name: values[w] for name, values in options.items()},
                     },
                 }

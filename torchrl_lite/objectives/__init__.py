@@ -56,7 +56,7 @@ from torchrl_lite.objectives.dreamer import (  # noqa: E402
     DreamerValueLoss,
 )
 from torchrl_lite.objectives.drq import DrQLoss  # noqa: E402
-from torchrl_lite.objectives.iql import IQLLoss  # noqa: E402
+from torchrl_lite.objectives.iql import DiscreteIQLLoss, IQLLoss  # noqa: E402
 from torchrl_lite.objectives.redq import REDQLoss  # noqa: E402
 from torchrl_lite.objectives.sac import DiscreteSACLoss, SACLoss  # noqa: E402
 from torchrl_lite.objectives.td3 import TD3Loss  # noqa: E402
@@ -73,6 +73,7 @@ __all__ += [
     "DreamerLoss",
     "DreamerModelLoss",
     "DreamerValueLoss",
+    "DiscreteIQLLoss",
     "IQLLoss",
     "OnlineDTLoss",
     "REDQLoss",
@@ -89,3 +90,8 @@ from torchrl_lite.objectives.rlhf import (  # noqa: E402
 )
 
 __all__ += ["BradleyTerryLoss", "KLPenalizedPPOLoss", "KLRewardPenalty"]
+
+# TorchRL's helper: one optimizer over the groups of several
+from torchrl_lite.objectives.utils import group_optimizers  # noqa: E402
+
+__all__ += ["group_optimizers"]

@@ -30,6 +30,7 @@ __all__ = [
     "TargetNetUpdater",
     "ValueEstimators",
     "default_value_kwargs",
+    "group_optimizers",
 ]
 
 _DISTANCES = ("l1", "l2", "smooth_l1")
@@ -136,3 +137,30 @@ def action_index(action: torch.Tensor, n_actions: int, action_space: str | None)
             )
         return action.argmax(-1)
     return action.long()
+
+
+def group_optimizers(*optimizers: torch.optim.Optimizer | None) -> torch.optim.Optimizer:
+    """One optimizer stepping the parameter groups of several (``None`` entries skipped).
+
+    Each group keeps its own settings (learning rate, betas, ...); one ``step()`` and
+    one ``zero_grad()`` then serve an actor, a critic and a temperature at once. All
+    optimizers must be of the same class.
+
+    Example:
+        >>> a = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        >>> b = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=0.01)
+        >>> [g["lr"] for g in group_optimizers(a, b).param_groups]
+        [0.1, 0.01]
+    """
+    present = [opt for opt in optimizers if opt is not None]
+    if not present:
+        raise ValueError("group_optimizers needs at least one optimizer (all were None).")
+    cls = type(present[0])
+    kinds = sorted({type(opt).__name__ for opt in present})
+    if len(kinds) > 1:
+        raise ValueError(
+            f"group_optimizers: optimizers of different classes cannot be grouped ({kinds}); "
+            "build them with the same class, or step them one by one."
+        )
+    groups = [group for opt in present for group in opt.param_groups]
+    return cls(groups)

@@ -16,12 +16,25 @@ def _check_num_envs(num_envs) -> None:
         )
 
 
+def _register_ale() -> bool:
+    """Register ale-py's Atari ids (``ALE/Pong-v5``, ``PongNoFrameskip-v4``) with gymnasium,
+    which gymnasium >= 1.0 no longer does by itself; False if ale-py is not installed."""
+    try:
+        import ale_py
+    except ImportError:
+        return False
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    return True
+
+
 def _check_env_id(env_name) -> None:
     import gymnasium as gym
 
     if not isinstance(env_name, str):
         raise TypeError(f"GymEnv expects an env id string, got {env_name!r}")
-    if env_name in gym.registry:
+    if env_name in gym.registry or (_register_ale() and env_name in gym.registry):
         return
     if "/" not in env_name and ":" not in env_name:
         close = difflib.get_close_matches(env_name, list(gym.registry.keys()), n=3, cutoff=0.6)

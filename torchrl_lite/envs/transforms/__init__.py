@@ -1,8 +1,10 @@
 """Env transforms: a flat, editable list of data transforms applied by ``TransformedEnv``."""
 
 from torchrl_lite.envs.transforms.action import ActionScaling
+from torchrl_lite.envs.transforms.atari import EndOfLifeTransform
 from torchrl_lite.envs.transforms.augment import RandomCrop, RandomShift
 from torchrl_lite.envs.transforms.batch import BatchSizeTransform, RandomCropTensorDict
+from torchrl_lite.envs.transforms.clip import ClipTransform, SignTransform
 from torchrl_lite.envs.transforms.episode import (
     FrameSkipTransform,
     InitTracker,
@@ -68,4 +70,7 @@ __all__ = [
     "TransformedEnv",
     "UnsqueezeTransform",
     "VecNorm",
+    "ClipTransform",
+    "EndOfLifeTransform",
+    "SignTransform",
 ]

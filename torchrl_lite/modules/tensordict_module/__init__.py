@@ -29,6 +29,7 @@ from torchrl_lite.modules.tensordict_module.probabilistic import (
     SafeProbabilisticModule,
     SafeProbabilisticTensorDictSequential,
 )
+from torchrl_lite.modules.tensordict_module.tanh import TanhModule
 
 __all__ = [
     "Actor",
@@ -38,6 +39,7 @@ __all__ = [
     "AdditiveGaussianModule",
     "AdditiveGaussianWrapper",
     "ClippedProbabilisticActor",
+    "TanhModule",
     "DistributionalQValueActor",
     "DistributionalQValueModule",
     "EGreedyModule",

@@ -21,6 +21,7 @@ from torchrl_lite.objectives.value.functional import (
     vec_td1_return_estimate,
     vec_td_lambda_return_estimate,
 )
+from torchrl_lite.objectives.value.vtrace import VTrace, vtrace_advantage_estimate
 
 __all__ = [
     "GAE",
@@ -39,4 +40,6 @@ __all__ = [
     "vec_generalized_advantage_estimate",
     "vec_td1_return_estimate",
     "vec_td_lambda_return_estimate",
+    "VTrace",
+    "vtrace_advantage_estimate",
 ]

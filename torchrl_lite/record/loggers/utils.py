@@ -20,7 +20,8 @@ def get_logger(logger_type: str, logger_name: str, experiment_name: str, **kwarg
         logger_name: the folder of the logs (``log_dir``; ``save_dir`` for W&B).
         experiment_name: the experiment's name (a folder under ``logger_name``, or a run).
         **kwargs: passed to the logger's constructor (e.g. ``video_format`` for csv,
-            ``project`` for wandb; a ``wandb_kwargs`` dict is accepted too, as in TorchRL).
+            ``project`` for wandb; a ``wandb_kwargs`` dict is accepted too, as in TorchRL,
+            and ignored by csv and tensorboard).
 
     Example:
         >>> import tempfile
@@ -33,6 +34,8 @@ def get_logger(logger_type: str, logger_name: str, experiment_name: str, **kwarg
     """
     if logger_type in (None, ""):
         return None
+    if logger_type in ("csv", "tensorboard"):
+        kwargs.pop("wandb_kwargs", None)  # W&B's own options, which TorchRL's scripts always pass
     if logger_type == "csv":
         from torchrl_lite.record.loggers.csv import CSVLogger
 

@@ -1,0 +1,323 @@
+"""Names and behaviours TorchRL's online example scripts (sota-implementations) rely on.
+
+Each test reproduces the call shape a script uses and checks the result against an
+independent reference (a plain loop, a textbook formula).
+"""
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from torchrl_lite.data import Bounded
+
+
+# -- objectives.group_optimizers ----------------------------------------------------------
+def test_group_optimizers_steps_every_group_with_its_own_lr():
+    from torchrl_lite.objectives import group_optimizers
+
+    a, b = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(3))
+    opt = group_optimizers(torch.optim.SGD([a], lr=0.1), None, torch.optim.SGD([b], lr=0.01))
+    (a.sum() + b.sum()).backward()
+    opt.step()
+    torch.testing.assert_close(a.detach(), torch.full((2,), 0.9))
+    torch.testing.assert_close(b.detach(), torch.full((3,), 0.99))
+    assert [g["lr"] for g in opt.param_groups] == [0.1, 0.01]
+
+
+def test_group_optimizers_refuses_mixed_classes_and_nothing():
+    from torchrl_lite.objectives import group_optimizers
+
+    p = torch.nn.Parameter(torch.ones(1))
+    with pytest.raises(ValueError, match="different classes"):
+        group_optimizers(torch.optim.SGD([p], lr=0.1), torch.optim.Adam([p]))
+    with pytest.raises(ValueError, match="at least one optimizer"):
+        group_optimizers(None)
+
+
+# -- ClipTransform / SignTransform ----------------------------------------------------------
+def test_clip_transform_clamps_outputs_and_actions_and_bounds_the_spec():
+    from torchrl_lite.envs import ClipTransform, GymEnv, TransformedEnv
+
+    env = TransformedEnv(
+        GymEnv("Pendulum-v1"),
+        ClipTransform(in_keys=["observation"], in_keys_inv=["action"], low=-0.5, high=0.5),
+    )
+    spec = env.observation_spec["observation"]
+    assert isinstance(spec, Bounded)
+    assert float(spec.low.max()) == -0.5 and float(spec.high.min()) == 0.5
+    td = env.rollout(20, lambda td: td.set("action", torch.full((1,), 2.0)))
+    assert td["next", "observation"].abs().max() <= 0.5
+    # the raw env would have applied torque 2.0; the clipped one saw 0.5
+    t = ClipTransform(in_keys_inv=["action"], low=-0.5, high=0.5)
+    out = t.inv(TensorDict(action=torch.tensor([2.0, -3.0, 0.1])))
+    torch.testing.assert_close(out["action"], torch.tensor([0.5, -0.5, 0.1]))
+
+
+def test_clip_transform_one_sided_and_bad_bounds():
+    from torchrl_lite.envs import ClipTransform
+
+    x = torch.tensor([-2.0, 0.0, 3.0])
+    out = ClipTransform(in_keys=["x"], high=1.0)(TensorDict(x=x.clone()))["x"]
+    torch.testing.assert_close(out, torch.minimum(x, torch.tensor(1.0)))
+    with pytest.raises(TypeError, match="needs low, high or both"):
+        ClipTransform(in_keys=["x"])
+    with pytest.raises(ValueError, match="strictly lower"):
+        ClipTransform(in_keys=["x"], low=1.0, high=1.0)
+    with pytest.raises(TypeError, match="must be a scalar"):
+        ClipTransform(in_keys=["x"], low=torch.zeros(2))
+
+
+def test_sign_transform_maps_rewards_to_their_sign():
+    from torchrl_lite.envs import GymEnv, SignTransform, TransformedEnv
+
+    env = TransformedEnv(GymEnv("Pendulum-v1"), SignTransform(in_keys=["reward"]))
+    spec = env.reward_spec
+    assert isinstance(spec, Bounded) and float(spec.low) == -1 and float(spec.high) == 1
+    env.set_seed(0)
+    reward = env.rollout(10)["next", "reward"]
+    assert set(reward.unique().tolist()) <= {-1.0, 0.0, 1.0}
+    x = torch.tensor([-2.5, 0.0, 7.0])
+    out = SignTransform(in_keys=["r"])(TensorDict(r=x.clone()))["r"]
+    assert out.tolist() == [(v > 0) - (v < 0) for v in x.tolist()]
+
+
+# -- EndOfLifeTransform and Atari ids ---------------------------------------------------------
+def _atari_env(**kwargs):
+    pytest.importorskip("ale_py")
+    from torchrl_lite.envs import GymEnv
+
+    return GymEnv("BreakoutNoFrameskip-v4", categorical_action_encoding=True, **kwargs)
+
+
+def test_gym_env_accepts_ale_v4_ids():
+    env = _atari_env()
+    assert env.action_spec.n == 4
+    env.close()
+
+
+def test_end_of_life_marks_each_lost_life_against_the_ale_count():
+    from torchrl_lite.envs import EndOfLifeTransform, TransformedEnv
+
+    base = _atari_env()
+    eol = EndOfLifeTransform()
+    env = TransformedEnv(base, eol)
+    assert "end-of-life" in env.observation_spec.keys()
+    assert "end-of-life" not in env.full_done_spec.keys()  # never resets the env
+    env.set_seed(0)
+    td = env.rollout(400, break_when_any_done=False)
+    lives = td["next", "lives"]
+    before = torch.cat([td["lives"][:1], lives[:-1]])
+    expected = (lives < before).unsqueeze(-1) | td["next", "done"]
+    assert expected.any()  # Breakout loses lives within 400 random steps
+    torch.testing.assert_close(td["next", "end-of-life"], expected)
+    assert not td["next", "done"].any()
+
+
+def test_end_of_life_register_keys_points_a_loss_at_it():
+    from torchrl_lite.envs import EndOfLifeTransform
+    from torchrl_lite.objectives.value import GAE
+
+    critic = torch.nn.Linear(1, 1)
+    from tensordict.nn import TensorDictModule
+
+    gae = GAE(
+        gamma=0.9,
+        lmbda=0.9,
+        value_network=TensorDictModule(critic, ["observation"], ["state_value"]),
+    )
+    EndOfLifeTransform().register_keys(gae)
+    assert gae.tensor_keys.done == "end-of-life" == gae.tensor_keys.terminated
+    with pytest.raises(TypeError, match="dotted attribute path"):
+        EndOfLifeTransform(eol_attribute="")
+
+
+def test_end_of_life_names_the_missing_attribute():
+    from torchrl_lite.envs import EndOfLifeTransform, GymEnv, TransformedEnv
+
+    env = TransformedEnv(GymEnv("Pendulum-v1"), EndOfLifeTransform())
+    with pytest.raises(AttributeError, match="unwrapped.ale.lives"):
+        env.reset()
+
+
+# -- TanhModule -------------------------------------------------------------------------------
+def test_tanh_module_maps_into_the_spec_box():
+    from torchrl_lite.modules import TanhModule
+
+    spec = Bounded(torch.tensor([-2.0, 0.0]), torch.tensor([3.0, 1.0]), (2,))
+    m = TanhModule(in_keys=["param"], out_keys=["action"], spec=spec)
+    x = torch.randn(5, 2) * 3
+    out = m(TensorDict(param=x, batch_size=[5]))["action"]
+    expected = spec.low + (spec.high - spec.low) * (torch.tanh(x) + 1) / 2
+    torch.testing.assert_close(out, expected)
+    # default: plain tanh
+    out = TanhModule(in_keys=["p"])(TensorDict(p=x.clone(), batch_size=[5]))["p"]
+    torch.testing.assert_close(out, torch.tanh(x))
+
+
+def test_tanh_module_refuses_inconsistent_bounds():
+    from torchrl_lite.modules import TanhModule
+
+    with pytest.raises(ValueError, match="does not match the spec"):
+        TanhModule(in_keys=["p"], spec=Bounded(-1.0, 1.0, (1,)), low=-2.0)
+    with pytest.raises(ValueError, match="same length"):
+        TanhModule(in_keys=["p"], out_keys=["a", "b"])
+    with pytest.raises(ValueError, match="high"):
+        TanhModule(in_keys=["p"], low=1.0, high=-1.0)
+
+
+# -- VTrace -----------------------------------------------------------------------------------
+def _vtrace_loop(gamma, log_pi, log_mu, v, nv, r, done, term, rho_bar, c_bar):
+    """Espeholt et al. (2018), eq. 1, written per step for one trajectory batch."""
+    T = r.shape[-2]
+    rho = torch.exp(log_pi - log_mu)
+    vs = torch.zeros_like(v)
+    acc = torch.zeros_like(v[..., 0, :])
+    for t in reversed(range(T)):
+        rb, c = rho[..., t, :].clamp(max=rho_bar), rho[..., t, :].clamp(max=c_bar)
+        nt = (~term[..., t, :]).float()
+        nd = (~done[..., t, :]).float()
+        delta = rb * (r[..., t, :] + gamma * nt * nv[..., t, :] - v[..., t, :])
+        acc = delta + gamma * nd * c * acc
+        vs[..., t, :] = v[..., t, :] + acc
+    adv = torch.zeros_like(v)
+    for t in range(T):
+        nxt = vs[..., t + 1, :] if t + 1 < T else nv[..., t, :]
+        nxt = torch.where(done[..., t, :], nv[..., t, :], nxt)
+        rb = rho[..., t, :].clamp(max=rho_bar)
+        nt = (~term[..., t, :]).float()
+        adv[..., t, :] = rb * (r[..., t, :] + gamma * nt * nxt - v[..., t, :])
+    return adv, vs
+
+
+@pytest.mark.parametrize("rho_bar,c_bar", [(1.0, 1.0), (2.0, 0.5)])
+def test_vtrace_function_matches_the_per_step_formula(rho_bar, c_bar):
+    from torchrl_lite.objectives.value import vtrace_advantage_estimate
+
+    g = torch.Generator().manual_seed(0)
+    shape = (3, 12, 1)
+    log_pi, log_mu = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
+    v, nv, r = (torch.randn(shape, generator=g) for _ in range(3))
+    done = torch.rand(shape, generator=g) < 0.2
+    term = done & (torch.rand(shape, generator=g) < 0.5)
+    adv, vs = vtrace_advantage_estimate(
+        0.95, log_pi, log_mu, v, nv, r, done, term, rho_thresh=rho_bar, c_thresh=c_bar
+    )
+    ref_adv, ref_vs = _vtrace_loop(0.95, log_pi, log_mu, v, nv, r, done, term, rho_bar, c_bar)
+    torch.testing.assert_close(vs, ref_vs)
+    torch.testing.assert_close(adv, ref_adv)
+
+
+def test_vtrace_on_policy_equals_n_step_bellman_targets():
+    """With pi = mu and no clipping, v_s is the discounted return bootstrapped at the end."""
+    from torchrl_lite.objectives.value import vtrace_advantage_estimate
+
+    T = 6
+    r = torch.arange(T, dtype=torch.float32).reshape(T, 1)
+    v = torch.randn(T, 1)
+    nv = torch.cat([v[1:], torch.full((1, 1), 10.0)])  # V(s_{t+1}), 10 after the last step
+    lp = torch.zeros(T, 1)
+    done = torch.zeros(T, 1, dtype=torch.bool)
+    _, vs = vtrace_advantage_estimate(0.5, lp, lp, v, nv, r, done, rho_thresh=5.0, c_thresh=5.0)
+    expected = [
+        sum(0.5**k * r[t + k, 0] for k in range(T - t)) + 0.5 ** (T - t) * 10 for t in range(T)
+    ]
+    torch.testing.assert_close(vs[:, 0], torch.tensor(expected))
+
+
+def test_vtrace_module_reads_the_behaviour_log_prob_and_writes_targets():
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+
+    from torchrl_lite.modules import ProbabilisticActor, TanhNormal, ValueOperator
+    from torchrl_lite.objectives.value import VTrace, vtrace_advantage_estimate
+
+    torch.manual_seed(0)
+    actor = ProbabilisticActor(
+        TensorDictModule(
+            torch.nn.Sequential(torch.nn.Linear(3, 2), NormalParamExtractor()),
+            ["observation"],
+            ["loc", "scale"],
+        ),
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+        return_log_prob=True,
+    )
+    critic = ValueOperator(torch.nn.Linear(3, 1), in_keys=["observation"])
+    B, T = 2, 5
+    obs, nobs = torch.randn(B, T, 3), torch.randn(B, T, 3)
+    td = TensorDict(
+        observation=obs,
+        action=torch.rand(B, T, 1) * 1.8 - 0.9,
+        sample_log_prob=torch.randn(B, T),
+        next=TensorDict(
+            observation=nobs,
+            reward=torch.randn(B, T, 1),
+            done=torch.zeros(B, T, 1, dtype=torch.bool),
+            terminated=torch.zeros(B, T, 1, dtype=torch.bool),
+            batch_size=[B, T],
+        ),
+        batch_size=[B, T],
+    )
+    est = VTrace(gamma=0.9, actor_network=actor, value_network=critic)
+    out = est(td.clone())
+    with torch.no_grad():
+        log_pi = actor.get_dist(td).log_prob(td["action"]).reshape(B, T, 1)
+        v, nv = critic(td.clone())["state_value"], critic(td["next"].clone())["state_value"]
+    adv, vs = vtrace_advantage_estimate(
+        0.9,
+        log_pi,
+        td["sample_log_prob"].unsqueeze(-1),
+        v,
+        nv,
+        td["next", "reward"],
+        td["next", "done"],
+        td["next", "terminated"],
+    )
+    torch.testing.assert_close(out["advantage"], adv)
+    torch.testing.assert_close(out["value_target"], vs)
+    with pytest.raises(KeyError, match="return_log_prob=True"):
+        est(td.exclude("sample_log_prob"))
+    with pytest.raises(TypeError, match="get_dist"):
+        VTrace(gamma=0.9, actor_network=critic, value_network=critic)
+
+
+# -- get_logger --------------------------------------------------------------------------------
+def test_get_logger_csv_ignores_wandb_kwargs_and_empty_backend_is_none(tmp_path):
+    from torchrl_lite.record.loggers import get_logger
+
+    logger = get_logger(
+        "csv",
+        logger_name=str(tmp_path),
+        experiment_name="exp",
+        wandb_kwargs={"project": "p", "config": {}},
+    )
+    logger.log_scalar("loss", 1.5, step=3)
+    logger.close()
+    text = "".join(p.read_text() for p in tmp_path.rglob("*.csv"))
+    assert "1.5" in text
+    assert get_logger("", logger_name="x", experiment_name="y") is None
+    with pytest.raises(TypeError):
+        get_logger("csv", logger_name=str(tmp_path), experiment_name="e", not_an_option=1)
+
+
+# -- collector compile options ------------------------------------------------------------------
+def test_collector_compile_policy_false_and_cudagraph_refused():
+    from tensordict.nn import TensorDictModule
+
+    from torchrl_lite.collectors import Collector
+    from torchrl_lite.envs import GymEnv
+
+    policy = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["action"])
+    collector = Collector(
+        GymEnv("Pendulum-v1"),
+        policy,
+        frames_per_batch=8,
+        total_frames=8,
+        compile_policy=False,
+        cudagraph_policy=False,
+    )
+    assert next(iter(collector)).batch_size == (8,)
+    collector.shutdown()
+    with pytest.raises(ValueError, match="cudagraph_policy"):
+        Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=8, cudagraph_policy=True)
+    with pytest.raises(TypeError, match="compile_policy must be"):
+        Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=8, compile_policy="yes")
