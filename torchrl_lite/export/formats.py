@@ -87,7 +87,9 @@ class Runtime:
         elif fmt == "pt2":
             self._module = torch.export.load(str(path)).module()
         elif fmt == "torchscript":
-            self._module = torch.jit.load(str(path))
+            with warnings.catch_warnings():  # torch.jit's deprecation notice
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self._module = torch.jit.load(str(path))
         else:
             raise ValueError(f"Unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}.")
 

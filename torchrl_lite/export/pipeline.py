@@ -78,17 +78,18 @@ def key_name(key) -> str:
 
 
 def flat_transforms(env) -> tuple:
-    """``(base_env, [(transform, observation keys before it), ...])`` of nested envs,
-    innermost first; only the transforms the env runs."""
+    """``(base_env, [(transform, observation keys before it, after it), ...])`` of nested
+    envs, innermost first; only the transforms the env runs."""
     layers = []
     while isinstance(env, TransformedEnv):
         layers.append(env)
         env = env.base_env
     steps = []
     for layer in reversed(layers):
-        for t, specs in zip(layer._transforms, layer._chain):
+        for t, before, after in zip(layer._transforms, layer._chain, layer._chain[1:]):
             if t._absent is None:
-                steps.append((t, set(specs.observation.keys(True, True))))
+                keys = [set(s.observation.keys(True, True)) for s in (before, after)]
+                steps.append((t, *keys))
     return env, steps
 
 
@@ -195,7 +196,7 @@ class ExportedPolicy(nn.Module):
 def _plan_observations(steps: list, policy_keys: list) -> list:
     """``[("call" | "stack", transform), ...]`` for the transforms that reach the policy."""
     plan, refused = [], {}
-    for t, obs_keys in steps:
+    for t, obs_keys, after in steps:
         reads_obs = any(k in obs_keys for k in t.in_keys)
         if isinstance(t, VecNorm) and reads_obs:
             if not t.frozen:
@@ -218,7 +219,7 @@ def _plan_observations(steps: list, policy_keys: list) -> list:
                 + " and a frozen VecNorm."
             )
         else:
-            for key in t.out_keys:
+            for key in after - obs_keys:  # the observations it adds
                 refused[key] = t
     for key in policy_keys:
         if key in refused:
@@ -255,12 +256,12 @@ def exportable_policy(env, policy: nn.Module) -> ExportedPolicy:
     obs_keys = [
         k
         for k, spec in base.observation_spec.items(True, True)
-        if k != K.PIXELS or k in {key for t, _ in steps for key in t.in_keys}
+        if k != K.PIXELS or k in {key for t, *_ in steps for key in t.in_keys}
     ]
     policy_keys = list(getattr(policy, "in_keys", []))
     plan = _plan_observations(steps, policy_keys)
     action_steps = []
-    for t, _ in reversed(steps):  # the env inverts the outermost first
+    for t, *_ in reversed(steps):  # the env inverts the outermost first
         if not t._has_inverse():
             continue
         if type(t) not in ACTION_TRANSFORMS:

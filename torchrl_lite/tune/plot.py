@@ -35,7 +35,7 @@ def plot_summary(study, path: Path, title: str) -> dict:
     if stopped:
         history.plot(*zip(*stopped), "x", color="grey", label="pruned (last evaluation)")
     history.set(xlabel="trial", ylabel="mean evaluation return", title=f"{title}: history")
-    history.legend(loc="lower right")
+    history.legend(loc="best")
     try:
         importances = optuna.importance.get_param_importances(study) if len(complete) > 1 else {}
     except (RuntimeError, ValueError):

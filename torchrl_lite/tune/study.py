@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -76,6 +77,7 @@ def check_study_folder(folder: Path, setup: TuneSetup) -> bool:
 def _storage(folder: Path):
     import optuna
 
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     return optuna.storages.RDBStorage(
         f"sqlite:///{(folder / DB).resolve()}",
         engine_kwargs={"connect_args": {"timeout": 120}},
@@ -94,7 +96,7 @@ def open_study(folder: Path, setup: TuneSetup, worker: int = 0, pruner=None):
     # a new seed per run and per worker: a continued study draws new points
     seed = setup.seed * 100_003 + len(study.trials) * 101 + worker
     study.sampler = optuna.samplers.TPESampler(seed=seed, constant_liar=True)
-    study.pruner = pruner or optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=1)
+    study.pruner = pruner or optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=2)
     return study
 
 
@@ -247,7 +249,8 @@ def summarize(folder: Path, setup: TuneSetup) -> dict:
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if complete:
         best = study.best_trial
-        options = {**setup.fixed, **best.params}
+        _, cfg = trial_config(setup, best.params)  # the fixed options typed as the recipe's
+        options = {k: getattr(cfg, k) for k in {**setup.fixed, **best.params}}
         write_config_file(folder / BEST, options)
         summary.update(best_value=best.value, best_trial=best.number, best_config=options)
         summary["best_config_file"] = str(folder / BEST)
