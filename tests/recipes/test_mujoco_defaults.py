@@ -103,3 +103,34 @@ def test_ppo_normalize_obs_refuses_image_observations():
     with pytest.raises(ValueError, match="normalize_obs=true standardises a state vector.*"
                        "'pixels_stack'.*Drop normalize_obs=true"):  # fmt: skip
         _observation_norm(cfg, None, "pixels_stack")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_compile_update_gives_the_eager_losses_and_gradients(algo):
+    import torch._dynamo
+    import torch._inductor.config
+
+    recipe = get_recipe(algo)
+    small = dict(hidden=8, init_random_frames=4, frames=8)
+    eager, _ = recipe.make_trainer(config_for(recipe, "Pendulum-v1", **small), progress_bar=False)
+    compiled, _ = recipe.make_trainer(
+        config_for(recipe, "Pendulum-v1", compile_update=True, **small), progress_bar=False
+    )
+    assert compiled.loss_module.state_dict().keys() == eager.loss_module.state_dict().keys()
+    batch = eager.collector.env.rollout(16).reshape(-1)  # [16]
+    torch._dynamo.reset()
+    results = []
+    with torch._inductor.config.patch(fallback_random=True):  # eager's random numbers
+        for trainer in (eager, compiled):
+            torch.manual_seed(1)
+            losses = trainer.loss_module(batch.clone())
+            sum(v for k, v in losses.items() if k.startswith("loss_")).backward()
+            grads = [p.grad.clone() for p in trainer.loss_module.parameters()]
+            results.append((losses, grads))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1  # it was compiled
+    (want, want_grads), (got, got_grads) = results
+    for key in (k for k in want.keys() if k.startswith("loss_")):
+        torch.testing.assert_close(got[key], want[key], rtol=1e-4, atol=1e-5)
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)

@@ -152,6 +152,9 @@ class Config:
     layer_norm: bool = False
     """A ``LayerNorm`` on each hidden layer of the Q-networks, before its ReLU (DroQ's
     critic; the actor is left as it is)."""
+    compile_update: bool = False
+    """Run the loss (forward and backward) through ``torch.compile``. On one CPU thread it
+    is slower (``benchmarks/bench_train_speed.py --compile``); meant for GPUs."""
 
 
 def _env_kwargs(cfg: Config) -> dict:
@@ -335,6 +338,8 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         alpha_init=cfg.alpha_init,
         loss_function=cfg.loss_function,
     )
+    if cfg.compile_update:  # an instance attribute: the state_dict keeps its names
+        loss.forward = torch.compile(loss.forward)
     policy = actor
     transform = None
     if cfg.pixels:

@@ -85,6 +85,9 @@ class Config:
     """Clip of the smoothing noise, as a fraction of the half-range."""
     hidden: int = 64
     """Units per hidden layer (two layers, ReLU) of the actor and the critics."""
+    compile_update: bool = False
+    """Run the loss (forward and backward) through ``torch.compile``. On one CPU thread it
+    is slower (``benchmarks/bench_train_speed.py --compile``); meant for GPUs."""
 
 
 def make_train_env(cfg: Config):
@@ -149,6 +152,8 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     env = make_train_env(cfg)
     actor, qvalue = make_actor_qvalue(cfg, env)
     loss = make_loss(cfg, actor, qvalue, env.action_spec)
+    if cfg.compile_update:  # an instance attribute: the state_dict keeps its names
+        loss.forward = torch.compile(loss.forward)
     collector = SyncDataCollector(
         env,
         make_exploration_policy(cfg, actor, env.action_spec),
