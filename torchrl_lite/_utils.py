@@ -137,3 +137,43 @@ def get_available_device(return_str: bool = False):
     else:
         name = "cpu"
     return name if return_str else torch.device(name)
+
+
+# Profiling scopes (TorchRL's ``set_profiling_enabled``): armed at import by
+# TORCHRL_LITE_PROFILING=1 (or TorchRL's TORCHRL_PROFILING=1), switched at run time.
+_PROFILING_ALLOWED = "1" in (
+    os.environ.get("TORCHRL_LITE_PROFILING", "0"),
+    os.environ.get("TORCHRL_PROFILING", "0"),
+)
+_PROFILING_ENABLED = _PROFILING_ALLOWED
+
+
+def set_profiling_enabled(enabled: bool) -> None:
+    """Switch the :func:`profiling_scope` labels on or off at run time.
+
+    Turning them on needs ``TORCHRL_LITE_PROFILING=1`` (or ``TORCHRL_PROFILING=1``) in the
+    environment at import; without it this warns and changes nothing, so unprofiled runs
+    never pay for the labels.
+    """
+    global _PROFILING_ENABLED
+    if enabled and not _PROFILING_ALLOWED:
+        import warnings
+
+        warnings.warn(
+            "set_profiling_enabled(True) has no effect: set TORCHRL_LITE_PROFILING=1 (or "
+            "TORCHRL_PROFILING=1) before importing torchrl_lite to arm the profiling scopes.",
+            stacklevel=2,
+        )
+        return
+    _PROFILING_ENABLED = bool(enabled)
+
+
+def profiling_scope(name: str):
+    """``torch.profiler.record_function(name)`` while profiling is on, else a no-op context."""
+    if not _PROFILING_ENABLED:
+        import contextlib
+
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.profiler.record_function(name)
