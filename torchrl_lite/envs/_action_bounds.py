@@ -5,9 +5,11 @@ float action beyond a ``Bounded`` spec's bounds (a Gaussian policy overshooting,
 env that clips, as gymnasium's Pendulum does) warns once per env, naming the key, the
 spec and the value, and is passed on unchanged; with ``spec_check="strict"`` it raises.
 
-The per-step check runs on the first step only (``spec_check="first"``); the
-batch-level check (``check_batch_bounds``, one comparison per float-bounded action key
-over a whole rollout or collector batch) notices an overshoot on any later step.
+The full per-step check runs on the first step only (``spec_check="first"``); after it,
+``step()`` compares each float-bounded action with its bounds (``check_step_bounds``: one
+vectorized comparison and one ``.any()`` per key, nothing once the env warned), and the
+batch-level check (``check_batch_bounds``, one comparison per key over a whole rollout or
+collector batch) covers the loops that do not go through ``step()``.
 """
 
 from __future__ import annotations
@@ -67,6 +69,47 @@ def warn_overshoot(env, key, spec: TensorSpec, value: torch.Tensor) -> None:
         return
     warned.add(key)
     warnings.warn(overshoot_message(env, key, spec, value), ActionBoundsWarning, stacklevel=4)
+
+
+def step_bounds(env) -> list:
+    """``(key, spec, low, high)`` of each float ``Bounded`` action leaf, cached per action
+    spec (an env whose copies have different specs gets none: its batches are checked)."""
+    spec = env.full_action_spec
+    cache = env.__dict__.get("_step_bounds")
+    if cache is not None and cache[0] is spec:
+        return cache[1]
+    bounds = []
+    if not isinstance(spec, StackedComposite):
+        for key, leaf in spec.items(True, True):
+            if _float_bounded(leaf):
+                low, high = leaf.low, leaf.high
+                if not env.batch_locked:  # any leading batch: the widest bounds
+                    low, high = low.min(), high.max()
+                bounds.append((key, leaf, low, high))
+    env._step_bounds = (spec, bounds)
+    return bounds
+
+
+def check_step_bounds(env, tensordict) -> None:
+    """After the first step: warn once (raise with ``spec_check="strict"``) when a float
+    action is beyond its ``Bounded`` spec. One comparison and one host sync per key."""
+    strict = env.spec_check == "strict"
+    warned = env.__dict__.get("_overshoot_warned", ())
+    for key, spec, low, high in step_bounds(env):
+        if key in warned and not strict:
+            continue
+        value = tensordict.get(key, None)
+        if value is None or value.dtype != low.dtype:
+            continue
+        if torch.logical_or(value < low, value > high).any():
+            if strict:
+                raise ValueError(
+                    f"{type(env).__name__}: action {key!r} has values beyond its spec's bounds "
+                    f"(min {float(value.min()):.4g}, max {float(value.max()):.4g}; spec "
+                    f'{spec}), and spec_check="strict". Bound the policy (e.g. TanhNormal) '
+                    "or leave spec_check at its default to warn instead."
+                )
+            warn_overshoot(env, key, spec, value)
 
 
 def check_batch_bounds(env, batch, time_dim: int) -> None:

@@ -29,6 +29,7 @@ from torchrl_lite.envs._action_bounds import (
     action_entries,
     check_action_value,
     check_batch_bounds,
+    check_step_bounds,
 )
 from torchrl_lite.envs._done_flags import _StepProbe
 from torchrl_lite.envs._fast_rollout import fast_rollout
@@ -210,6 +211,26 @@ class EnvBase:
         spec = self.full_observation_spec.clone()
         return spec.update(self.full_reward_spec).update(self.full_done_spec)
 
+    @property
+    def specs(self) -> Composite:
+        """All specs in TorchRL's nesting: ``specs["input_spec", "full_action_spec", "action"]``,
+        ``specs["output_spec", "full_observation_spec", ...]`` (clones; batch = the env's)."""
+        batch = self.batch_size
+        return Composite(
+            input_spec=Composite(
+                full_action_spec=self.full_action_spec.clone(),
+                full_state_spec=self.full_state_spec.clone(),
+                shape=batch,
+            ),
+            output_spec=Composite(
+                full_observation_spec=self.full_observation_spec.clone(),
+                full_reward_spec=self.full_reward_spec.clone(),
+                full_done_spec=self.full_done_spec.clone(),
+                shape=batch,
+            ),
+            shape=batch,
+        )
+
     # -- seeding ---------------------------------------------------------------------
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed the env and return the next unused seed (for the next env or worker)."""
@@ -335,6 +356,8 @@ class EnvBase:
         checking = not self._checked_action
         if checking:
             self._check_action(tensordict)
+        elif self.spec_check != "never":  # later steps: float actions against their bounds
+            check_step_bounds(self, tensordict)
         next_td = self._step(tensordict)
         if checking:  # the first step's output against the specs (see _step_checks.py)
             check_step_output(self, next_td)

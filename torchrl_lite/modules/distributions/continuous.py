@@ -61,6 +61,23 @@ def _low_high(owner: str, low, high, aliases: dict) -> tuple:
     return tuple(out)
 
 
+def _check_scale(owner: str, scale) -> None:
+    """ValueError for a zero, negative or NaN ``scale`` (a std must be > 0). Checked where it
+    costs no device sync (CPU tensors, not while torch.compile/export traces); on an
+    accelerator ``validate_args=True`` checks it."""
+    if not isinstance(scale, torch.Tensor):
+        scale = torch.as_tensor(scale)
+    if scale.device.type != "cpu" or torch.compiler.is_compiling() or not scale.numel():
+        return
+    if not scale.min().item() > 0:  # the cheapest form; a NaN minimum fails too
+        bad = ~(scale > 0)
+        raise ValueError(
+            f"{owner}: scale must be > 0 everywhere, got {scale[bad].flatten()[:4].tolist()} "
+            f"at {int(bad.sum())} of {scale.numel()} entries. Map the network's output through "
+            "a positive function first (e.g. NormalParamExtractor's biased softplus)."
+        )
+
+
 def _event_dims(loc: torch.Tensor, event_dims: int | None) -> int:
     return min(1, loc.dim()) if event_dims is None else event_dims
 
@@ -192,6 +209,7 @@ class TanhNormal(D.Distribution):
         loc = _squash_loc(loc, upscale, tanh_loc)
         if not isinstance(scale, torch.Tensor):
             scale = torch.as_tensor(scale, device=loc.device, dtype=loc.dtype)
+        _check_scale("TanhNormal", scale)
         self._bounds = _bounds(low, high, loc)
         shape, bounds_shape = loc.shape, self._bounds.shape()
         if scale.shape != shape or (bounds_shape and bounds_shape != shape):
@@ -333,6 +351,7 @@ class IndependentNormal(D.Independent):
         validate_args: bool = False,
     ):
         loc = _squash_loc(loc, upscale, tanh_loc)
+        _check_scale("IndependentNormal", scale)
         base = D.Normal(loc, scale, validate_args=validate_args)
         super().__init__(base, min(event_dim, base.loc.dim()), validate_args=False)
 
@@ -435,6 +454,7 @@ class TruncatedNormal(D.Independent):
     ):
         bounds = _bounds(low, high, loc)
         loc = _squash_loc(loc, upscale, tanh_loc)
+        _check_scale("TruncatedNormal", scale)
         base = _TDTruncatedNormal(loc, scale, bounds.low, bounds.high, validate_args=False)
         self.low, self.high = bounds.low, bounds.high
         super().__init__(base, min(event_dims, base.loc.dim()), validate_args=False)
