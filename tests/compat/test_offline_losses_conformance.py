@@ -128,3 +128,45 @@ def test_discrete_iql_rejects_bad_action_space_and_shapes():
     loss = DiscreteIQLLoss(actor, qvalue, value, action_space="categorical")
     with pytest.raises(ValueError, match="Pass action_space='one_hot'"):
         loss.qvalue_loss(_batch(one_hot=True))
+
+
+def test_td3bc_split_losses_are_the_scripts_update_steps():
+    from torchrl_lite.data import Bounded
+    from torchrl_lite.modules import Actor, AdditiveGaussianModule, ValueOperator
+
+    torch.manual_seed(0)
+    spec = Bounded(-1.0, 1.0, shape=(2,))
+    actor = Actor(MLP(3, 2, depth=1), spec=spec)
+    qvalue = ValueOperator(MLP(5, 1, depth=1), in_keys=["action", "observation"])
+    from torchrl_lite.objectives import TD3BCLoss
+
+    loss = TD3BCLoss(actor, qvalue, num_qvalue_nets=2, loss_function="l2", action_spec=spec,
+                     policy_noise=0.2, noise_clip=0.5, alpha=2.5)  # fmt: skip
+    loss.make_value_estimator(gamma=0.9)
+    g = torch.Generator().manual_seed(2)
+    batch = TensorDict(
+        observation=torch.randn(B, 3, generator=g),
+        action=torch.rand(B, 2, generator=g) * 2 - 1,
+        next=TensorDict(observation=torch.randn(B, 3, generator=g),
+                        reward=torch.randn(B, 1, generator=g),
+                        done=torch.zeros(B, 1, dtype=torch.bool),
+                        terminated=torch.zeros(B, 1, dtype=torch.bool), batch_size=[B]),
+        batch_size=[B],
+    )  # fmt: skip
+    actor_loss, meta = loss.actor_loss(batch.clone())
+    with torch.no_grad():  # Fujimoto & Gu 2021, eq. 3, with Q_1's own parameters
+        mu = actor(batch.clone())["action"]
+        with loss.qvalue_network_params[0].to_module(qvalue):
+            q1 = qvalue(batch.clone().set("action", mu))["state_action_value"].squeeze(-1)
+        lmbda = 2.5 / q1.abs().mean()
+        expected = -lmbda * q1.mean() + ((mu - batch["action"]) ** 2).mean()
+    torch.testing.assert_close(actor_loss, expected)
+    assert set(meta) == {"bc_loss", "lmbda"}
+    torch.manual_seed(5)
+    q_loss, q_meta = loss.qvalue_loss(batch.clone())
+    torch.manual_seed(5)
+    torch.testing.assert_close(q_loss, loss(batch.clone())["loss_qvalue"])
+    assert {"td_error", "pred_value", "target_value"} == set(q_meta)
+    noise = AdditiveGaussianModule(spec=spec, sigma_init=1, sigma_end=1, mean=0, std=0.1,
+                                   device="cpu")  # fmt: skip
+    assert noise.sigma.device == torch.device("cpu")

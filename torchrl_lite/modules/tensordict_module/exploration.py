@@ -232,6 +232,7 @@ class AdditiveGaussianModule(_Annealed):
         std: standard deviation of the unscaled noise.
         action_key: the action entry.
         safe: project the noisy action into the spec (clip); otherwise write it as is.
+        device: where the annealed scale lives (as the actor's parameters).
 
     Example:
         >>> from tensordict import TensorDict
@@ -255,6 +256,7 @@ class AdditiveGaussianModule(_Annealed):
         *,
         action_key=K.ACTION,
         safe: bool = True,
+        device=None,
     ):
         super().__init__()
         _check_scales("AdditiveGaussianModule", sigma_init=sigma_init, sigma_end=sigma_end, std=std)
@@ -264,6 +266,8 @@ class AdditiveGaussianModule(_Annealed):
         self.action_key = action_key
         self.in_keys = [action_key]
         self.out_keys = [action_key]
+        if device is not None:
+            self.to(device)
 
     @dispatch(auto_batch_size=False)
     @_td.skip_existing_none()
