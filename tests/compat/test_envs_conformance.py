@@ -81,3 +81,52 @@ def test_batched_env_single_task_flag_follows_the_factories():
     assert one._single_task and same._single_task and not multi._single_task
     for env in (one, same, multi):
         env.close()
+
+
+def test_memmap_storage_in_a_temporary_directory_object_names_files_by_key():
+    import tempfile
+
+    from torchrl_lite.data import LazyMemmapStorage, ReplayBuffer
+
+    tempdir = tempfile.TemporaryDirectory()
+    rb = ReplayBuffer(storage=LazyMemmapStorage(10, scratch_dir=tempdir))
+    rb.extend(TensorDict({"a": torch.zeros(4, 2), ("b", "c"): torch.ones(4)}, [4]))
+    stored = rb._storage._storage
+    a_file, c_file = stored["a"].filename, stored["b", "c"].filename
+    assert a_file.startswith(tempdir.name) and a_file.endswith("a.memmap")
+    assert c_file.endswith("b/c.memmap")
+    assert torch.equal(stored["b", "c"][:4], torch.ones(4))
+    # the storage keeps the folder alive while it needs it
+    assert rb._storage._scratch_owner is tempdir
+    odd = ReplayBuffer(storage=LazyMemmapStorage(10, scratch_dir=tempdir))
+    odd.extend(TensorDict({"x y": torch.zeros(3), "a.memmap": torch.zeros(3)}, [3]))
+    names = sorted(t.filename.rsplit("/", 1)[1] for t in odd._storage._storage.values())
+    assert names == ["_0.memmap", "_1.memmap"]
+    tempdir.cleanup()
+
+
+def test_pytree_items_keep_their_structure():
+    from torch.utils._pytree import tree_flatten, tree_structure
+
+    from torchrl_lite.data import LazyTensorStorage, ReplayBuffer
+
+    rb = ReplayBuffer(storage=LazyTensorStorage(20))
+    item = {"a": torch.randn(3), "b": {"c": (torch.zeros(2), [torch.ones(1)])}, 30: -torch.ones(())}
+    for _ in range(5):
+        rb.add(item)
+    sample = rb.sample(6)
+    assert tree_structure(sample) == tree_structure(item)
+    expected = [leaf.expand(6, *leaf.shape) for leaf in tree_flatten(item)[0]]
+    for got, want in zip(tree_flatten(sample)[0], expected):
+        assert torch.equal(got, want)
+    assert sorted(rb._storage._storage.keys(True, True), key=str) == sorted(
+        ["a", ("b", "c", "0"), ("b", "c", "1", "0"), "30"], key=str
+    )
+    with pytest.raises(TypeError, match="pytree items of structure"):
+        rb.add({"a": torch.randn(3)})
+    with pytest.raises(ValueError, match="both stored under '30'"):
+        ReplayBuffer(storage=LazyTensorStorage(4)).add({30: torch.zeros(1), "30": torch.ones(1)})
+    pairs = ReplayBuffer(storage=LazyTensorStorage(8))
+    pairs.extend((torch.arange(4), torch.arange(4.0) * 2))  # a tuple of batches
+    x, y = pairs.sample(5)
+    assert torch.equal(y, x.float() * 2)

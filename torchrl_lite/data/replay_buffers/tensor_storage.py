@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import tempfile
 import weakref
@@ -34,6 +35,7 @@ from torchrl_lite.data.replay_buffers.storages import (
 __all__ = ["TensorStorage", "LazyTensorStorage", "LazyMemmapStorage"]
 
 _TENSOR_KEY = "_data"  # the single entry used when a TensorStorage holds plain tensors
+_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,100}")  # keys usable as file names
 
 
 class TensorStorage(Storage):
@@ -101,6 +103,13 @@ class TensorStorage(Storage):
         first = next(iter(self._leaves.values()), None)
         self._leaf_device = first.device if first is not None else torch.device("cpu")
         self._needs_move = self.device is not None and self.device != self._leaf_device
+
+    @property
+    def _storage(self):
+        """The stored TensorDict (or tensor), under TorchRL's name (``["a"].filename``)."""
+        if self._data is None:
+            return None
+        return self._data.get(_TENSOR_KEY) if self._is_tensor else self._data
 
     def _gather_tree(self, node: TensorDictBase, prefix: tuple) -> list:
         tree = []
@@ -539,7 +548,8 @@ class LazyMemmapStorage(TensorStorage):
     Args:
         max_size: the number of items held at most.
         scratch_dir: the folder under which the memory-mapped files are created
-            (default: the system temporary folder).
+            (default: the system temporary folder), or a ``tempfile.TemporaryDirectory``
+            (its folder is used, and kept alive as long as the storage).
         device: where sampled items are returned (the files are always on the CPU).
         ndim: leading dimensions that index items (see :class:`LazyTensorStorage`).
 
@@ -552,6 +562,9 @@ class LazyMemmapStorage(TensorStorage):
 
     def __init__(self, max_size: int, scratch_dir=None, device="cpu", ndim: int = 1) -> None:
         super().__init__(None, max_size=max_size, device=device, ndim=ndim)
+        self._scratch_owner = None
+        if isinstance(scratch_dir, tempfile.TemporaryDirectory):
+            self._scratch_owner, scratch_dir = scratch_dir, scratch_dir.name
         if (
             scratch_dir is not None
             and Path(scratch_dir).exists()
@@ -574,12 +587,14 @@ class LazyMemmapStorage(TensorStorage):
         def empty(node: TensorDictBase, path: Path) -> TensorDict:
             source = {}
             for i, (key, value) in enumerate(node.items()):
+                # "a.memmap", "b/c.memmap"; a key unfit for a file name: "_<i>" (no clash)
+                name = key if _FILE_NAME.fullmatch(key) else f"_{i}"
                 if isinstance(value, TensorDictBase):
-                    source[key] = empty(value, path / f"{i}")
+                    source[key] = empty(value, path / name)
                 else:
                     path.mkdir(parents=True, exist_ok=True)
                     source[key] = MemoryMappedTensor.empty(
-                        (rows, *value.shape), dtype=value.dtype, filename=path / f"{i}.memmap"
+                        (rows, *value.shape), dtype=value.dtype, filename=path / f"{name}.memmap"
                     )
             return TensorDict(source, batch_size=[rows, *node.batch_size], device="cpu")
 
