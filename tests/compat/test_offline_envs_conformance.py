@@ -1,0 +1,69 @@
+"""TorchRL's bandit env (``envs.libs.openml``) and profiling switch, as its scripts use them."""
+
+import warnings
+
+import pytest
+import torch
+
+from torchrl_lite.envs.libs.openml import OpenMLEnv
+from torchrl_lite.envs.utils import check_env_specs
+
+
+def test_openml_env_is_a_one_step_bandit_paying_the_right_class():
+    features = torch.randn(50, 5)
+    labels = torch.randint(3, (50,))
+    env = OpenMLEnv.from_arrays(features, labels, batch_size=[8])
+    check_env_specs(env)
+    assert env.action_spec.space.n == 3
+    td = env.reset()
+    rows = [(features == row).all(-1).nonzero().item() for row in td["observation"]]
+    assert td["y"].tolist() == labels[rows].tolist()  # the hidden class of each drawn row
+    td["action"] = (td["y"] + torch.tensor([0, 1] * 4)) % 3  # half right, half wrong
+    out = env.step(td)["next"]
+    assert out["reward"].squeeze(-1).tolist() == [1.0, 0.0] * 4
+    assert out["done"].all() and out["terminated"].all()
+
+
+def test_openml_env_draws_the_same_rows_after_the_same_seed():
+    env = OpenMLEnv.from_arrays(torch.arange(20.0).unsqueeze(-1), torch.arange(20) % 2, [6])
+    env.set_seed(3)
+    first = env.reset()["observation"]
+    env.set_seed(3)
+    assert torch.equal(first, env.reset()["observation"])
+
+
+def test_openml_env_refuses_unknown_names_and_says_nothing_is_downloaded():
+    with pytest.raises(ValueError, match="unknown dataset 'iris'; known: \\['adult_num'"):
+        OpenMLEnv("iris", batch_size=[4])
+    try:
+        import sklearn  # noqa: F401
+    except ImportError:
+        with pytest.raises(
+            ImportError, match="scikit-learn is not installed.*Nothing is downloaded"
+        ):
+            OpenMLEnv("adult_onehot", batch_size=[4])
+    with pytest.raises(ValueError, match="same, non-zero number of rows"):
+        OpenMLEnv.from_arrays(torch.zeros(3, 2), torch.zeros(4, dtype=torch.long))
+
+
+def test_set_profiling_enabled_needs_the_variable_at_import(monkeypatch):
+    from torchrl_lite import _utils
+
+    monkeypatch.setattr(_utils, "_PROFILING_ALLOWED", False)
+    monkeypatch.setattr(_utils, "_PROFILING_ENABLED", False)
+    with pytest.warns(UserWarning, match="TORCHRL_LITE_PROFILING=1"):
+        _utils.set_profiling_enabled(True)
+    assert not _utils._PROFILING_ENABLED
+    monkeypatch.setattr(_utils, "_PROFILING_ALLOWED", True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _utils.set_profiling_enabled(True)
+    with torch.profiler.profile() as prof:
+        with _utils.profiling_scope("h8_scope"):
+            torch.ones(2).sum()
+    assert any(e.name == "h8_scope" for e in prof.events())
+    _utils.set_profiling_enabled(False)
+    with torch.profiler.profile() as prof:
+        with _utils.profiling_scope("h8_off"):
+            torch.ones(2).sum()
+    assert not any(e.name == "h8_off" for e in prof.events())
