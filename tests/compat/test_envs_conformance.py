@@ -130,3 +130,37 @@ def test_pytree_items_keep_their_structure():
     pairs.extend((torch.arange(4), torch.arange(4.0) * 2))  # a tuple of batches
     x, y = pairs.sample(5)
     assert torch.equal(y, x.float() * 2)
+
+
+def test_update_priority_of_an_empty_slot_or_a_skipped_item():
+    from torchrl_lite.data import LazyTensorStorage, PrioritizedReplayBuffer
+
+    rb = PrioritizedReplayBuffer(alpha=1.0, beta=1.0, eps=0.0, storage=LazyTensorStorage(10))
+    rb.extend(torch.arange(3.0))
+    before = rb._sampler.priorities().clone()
+    with pytest.warns(
+        UserWarning, match=r"positions \[4\] hold no item yet \(the buffer holds 3\)"
+    ):
+        rb.update_priority(4, 0.5)  # a scalar index inside the capacity, not yet written
+    assert torch.equal(rb._sampler.priorities(), before)
+    # -1 marks an item the writer did not keep: skipped, the others are set
+    rb.update_priority(torch.tensor([-1, 1, 2]), torch.tensor([5.0, 0.0, 3.0]))
+    assert rb._sampler.priorities()[:3].tolist() == [1.0, 0.0, 3.0]
+    rb.update_priority(0, 2.0)
+    assert rb._sampler.priorities()[0].item() == 2.0
+    with pytest.raises(IndexError, match=r"must be in \[0, 10\)"):
+        rb.update_priority(-2, 1.0)
+
+
+def test_prioritized_sampler_sum_tree_iterates_over_priorities():
+    from torchrl_lite.data import LazyTensorStorage, PrioritizedReplayBuffer
+
+    rb = PrioritizedReplayBuffer(alpha=1.0, beta=1.0, eps=0.0, storage=LazyTensorStorage(6))
+    rb.extend(torch.arange(3.0))
+    rb.update_priority(torch.arange(3), torch.tensor([2.0, 0.5, 4.0]))
+    tree = rb._sampler._sum_tree
+    assert len(tree) == 6
+    assert list(tree) == [2.0, 0.5, 4.0, 0.0, 0.0, 0.0]
+    assert tree[2] == 4.0
+    with pytest.raises(IndexError):
+        tree[6]

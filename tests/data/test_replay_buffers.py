@@ -198,8 +198,8 @@ def test_prioritized_replay_buffer_update_and_weights():
     data, info = buffer.sample(1000, return_info=True)
     assert (data == 3).float().mean() > 0.9
     assert torch.allclose(info["_weight"][data == 3], torch.tensor(1 / 97.0))
-    with pytest.raises(IndexError, match="out of range"):
-        buffer.update_priority(torch.tensor([7]), torch.tensor([1.0]))
+    with pytest.raises(IndexError, match=r"must be in \[0, 10\).*got \[10, 10\]"):
+        buffer.update_priority(torch.tensor([10]), torch.tensor([1.0]))
 
 
 def test_sampled_tensordicts_can_be_extended_back():

@@ -14,6 +14,7 @@ sampler's epoch is used up: one pass for :class:`SamplerWithoutReplacement`, for
 from __future__ import annotations
 
 import threading
+import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -315,19 +316,40 @@ class ReplayBuffer(BufferDumps):
     def update_priority(self, index, priority) -> None:
         """Set the priority of the items at flat positions ``index`` (prioritized samplers).
 
+        As in TorchRL, ``-1`` (an item the writer did not keep, see :meth:`extend`) is
+        skipped, and a position inside the storage's capacity that holds no item yet is
+        accepted with a warning and ignored (its item gets the default priority when
+        written); a position beyond the capacity raises ``IndexError``.
+
         Args:
-            index: flat positions, as returned in ``"index"`` by ``sample``.
-            priority: one value per position (or several, reduced by the sampler).
+            index: flat positions (an int or a tensor), as returned in ``"index"`` by
+                ``sample``.
+            priority: one value per position (or one for all, or several per position,
+                reduced by the sampler).
         """
         index = torch.as_tensor(index).reshape(-1).to(device="cpu", dtype=torch.long)
+        priority = torch.as_tensor(priority)
         positions = index.numpy()
         with self._lock:
-            size = len(self._storage)
-            if positions.size and (positions.min() < 0 or positions.max() >= size):
+            size, capacity = len(self._storage), self._storage.max_size
+            if positions.size and (positions.min() < -1 or positions.max() >= capacity):
                 raise IndexError(
-                    f"priority index out of range: positions must be in [0, {size}), got "
-                    f"[{positions.min()}, {positions.max()}]."
+                    f"priority index out of range: positions must be in [0, {capacity}) (the "
+                    f"storage's max_size; -1 is skipped), got [{positions.min()}, "
+                    f"{positions.max()}]."
                 )
+            keep = (index >= 0) & (index < size)  # [n]
+            if not bool(keep.all()):
+                empty = index[index >= size]
+                if empty.numel():
+                    warnings.warn(
+                        f"update_priority: positions {empty.tolist()[:5]} hold no item yet (the "
+                        f"buffer holds {size}); their priorities are ignored.",
+                        stacklevel=2,
+                    )
+                if priority.numel() > 1 and priority.numel() % index.numel() == 0:
+                    priority = priority.reshape(index.numel(), -1)[keep]
+                index = index[keep]
             self._sampler.update_priority(index, priority)
 
     def empty(self) -> None:

@@ -301,6 +301,11 @@ class PrioritizedSampler(Sampler):
         self._max_priority = 1.0
 
     @property
+    def _sum_tree(self) -> PrioritySegmentTree:
+        """The priority tree, under TorchRL's name (tutorials iterate over its leaves)."""
+        return self._tree
+
+    @property
     def default_priority(self) -> float:
         """The stored priority ``p`` given to new items: ``(max priority + eps) ** alpha``."""
         return (self._max_priority + self.eps) ** self.alpha

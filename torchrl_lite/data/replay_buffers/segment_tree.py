@@ -88,7 +88,14 @@ class PrioritySegmentTree:
         return view
 
     def __getitem__(self, index) -> np.ndarray:
-        return self._values[index]
+        return self._values[: self.capacity][index]
+
+    def __len__(self) -> int:
+        return self.capacity
+
+    def __iter__(self):
+        """The leaf values in position order (floats), as TorchRL's sum tree iterates."""
+        return iter(self._values[: self.capacity].tolist())
 
     def __setitem__(self, index, value) -> None:
         self.update(index, value)
