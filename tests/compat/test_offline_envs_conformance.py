@@ -67,3 +67,39 @@ def test_set_profiling_enabled_needs_the_variable_at_import(monkeypatch):
         with _utils.profiling_scope("h8_off"):
             torch.ones(2).sum()
     assert not any(e.name == "h8_off" for e in prof.events())
+
+
+def test_td0_with_zero_discount_regresses_on_the_reward_alone():
+    # TorchRL's bandit script: make_value_estimator(gamma=0.0) for one-step episodes
+    from tensordict import TensorDict
+    from tensordict.nn import TensorDictModule
+
+    from torchrl_lite.objectives.value import TD0Estimator
+
+    critic = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["state_value"])
+    batch = TensorDict(
+        observation=torch.randn(5, 3),
+        next=TensorDict(observation=torch.randn(5, 3), reward=torch.randn(5, 1),
+                        done=torch.zeros(5, 1, dtype=torch.bool),
+                        terminated=torch.zeros(5, 1, dtype=torch.bool), batch_size=[5]),
+        batch_size=[5],
+    )  # fmt: skip
+    target = TD0Estimator(gamma=0.0, value_network=critic).value_estimate(batch)
+    torch.testing.assert_close(target, batch["next", "reward"])
+
+
+def test_rollout_accepts_auto_cast_to_device_and_acts_the_same():
+    # TorchRL's evaluation call in the offline scripts
+    from tensordict.nn import TensorDictModule
+
+    from torchrl_lite.envs import GymEnv
+
+    env = GymEnv("Pendulum-v1")
+    policy = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["action"])
+    runs = []
+    for cast in (False, True):
+        env.set_seed(0)
+        with torch.no_grad():
+            runs.append(env.rollout(5, policy, auto_cast_to_device=cast))
+    env.close()
+    torch.testing.assert_close(runs[0]["next", "observation"], runs[1]["next", "observation"])

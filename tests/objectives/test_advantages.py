@@ -280,8 +280,8 @@ def test_estimator_rejects_bad_hyperparameters(critic):
         GAE(gamma=1.5, lmbda=0.9, value_network=critic)
     with pytest.raises(ValueError, match=r"TDLambdaEstimator: lmbda must lie in \[0, 1\]"):
         TDLambdaEstimator(gamma=0.9, lmbda=-0.1, value_network=critic)
-    with pytest.raises(ValueError, match=r"TD0Estimator: gamma must lie in \(0, 1\], got 0"):
-        TD0Estimator(gamma=0, value_network=critic)
+    with pytest.raises(ValueError, match=r"TD0Estimator: gamma must lie in \[0, 1\], got -0.1"):
+        TD0Estimator(gamma=-0.1, value_network=critic)
     with pytest.raises(ValueError, match="unknown key name 'rewards'.*accepted"):
         GAE(gamma=0.9, lmbda=0.9, value_network=critic).set_keys(rewards="r")
     with pytest.raises(TypeError, match="value_network must be a TensorDict module"):

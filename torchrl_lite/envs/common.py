@@ -483,6 +483,7 @@ class EnvBase:
         break_when_all_done: bool = False,
         return_contiguous: bool = True,
         tensordict: TensorDictBase | None = None,
+        auto_cast_to_device: bool = False,
     ) -> TensorDictBase:
         """Run up to ``max_steps`` steps and return a ``[*batch, T]`` TensorDict.
 
@@ -497,8 +498,12 @@ class EnvBase:
             break_when_all_done: stop when every sub-env is done.
             return_contiguous: return contiguous tensors (always true here).
             tensordict: the initial TensorDict (required when ``auto_reset=False``).
+            auto_cast_to_device: move each step's TensorDict to the policy's device (that
+                of its first parameter) before calling it, and its output back to the env's.
         """
         check_rollout_args(max_steps, policy, callback)
+        if auto_cast_to_device and policy is not None:
+            policy = _device_cast_policy(policy, self.device)
         self._check_open("roll out")
         if auto_reset:
             td = self.reset(tensordict)
@@ -598,3 +603,14 @@ def _unbatched(spec, batch_size: torch.Size):
 
 _get = _td.get
 _set = _td.set
+
+
+def _device_cast_policy(policy, env_device):
+    """``policy`` called on its own device (its first parameter's), the result moved back
+    to ``env_device``; ``policy`` itself when the devices agree or it has no parameters."""
+    params = policy.parameters() if hasattr(policy, "parameters") else iter(())
+    first = next(iter(params), None)
+    if first is None or env_device is None or first.device == torch.device(env_device):
+        return policy
+    device = first.device
+    return lambda td: policy(td.to(device)).to(env_device)

@@ -355,7 +355,8 @@ class TD0Estimator(ValueEstimatorBase):
     as TorchRL's estimators do: the exact n-step target.
 
     Args:
-        gamma: discount in (0, 1] (a number, or a tensor broadcastable to ``[*B, T, 1]``).
+        gamma: discount in [0, 1] (0: the reward alone, for bandits; a number or a tensor
+            broadcastable to ``[*B, T, 1]``).
         value_network: TensorDict module writing ``"state_value"``, or None.
         shifted, differentiable, skip_existing, average_rewards: see
             :class:`ValueEstimatorBase`.
@@ -375,13 +376,17 @@ class TD0Estimator(ValueEstimatorBase):
 
     def __init__(self, *, gamma, value_network, **kwargs):
         super().__init__(value_network=value_network, **kwargs)
-        self.gamma = _check_factor(type(self).__name__, "gamma", gamma, low_open=True)
+        # gamma = 0 is allowed: the target is then the reward alone (contextual bandits)
+        self.gamma = _check_factor(type(self).__name__, "gamma", gamma, low_open=False)
 
     def _discount(self, steps):
         return self.gamma if steps is None else self.gamma ** steps.to(torch.float32)
 
     def _compute(self, gamma, value, next_value, reward, done, terminated):
-        target = td0_return_estimate(gamma, next_value, reward, terminated, done=done)
+        if isinstance(gamma, float) and gamma == 0.0:  # no bootstrap: the reward alone
+            target = reward.clone()
+        else:
+            target = td0_return_estimate(gamma, next_value, reward, terminated, done=done)
         return (None if value is None else target - value), target
 
 
