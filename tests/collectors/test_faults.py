@@ -37,7 +37,6 @@ def failing_env():
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        ({"frames_per_batch": 10}, ValueError, "not divisible by the number of envs, 3"),
         ({"frames_per_batch": 0}, ValueError, "frames_per_batch must be >= 1"),
         ({"frames_per_batch": -3}, ValueError, "frames_per_batch must be >= 1"),
         ({"frames_per_batch": 1.5}, TypeError, "frames_per_batch must be an int"),
@@ -56,11 +55,25 @@ def test_multi_sync_frames_not_divisible_by_workers():
         MultiSyncDataCollector([make_counter] * 2, None, frames_per_batch=7)
 
 
+def test_sync_frames_not_divisible_by_envs_rounds_up_with_a_warning():
+    # TorchRL's behaviour: every env steps equally often, the batch grows to a multiple
+    with pytest.warns(UserWarning, match="not divisible by the number of envs, 3"):
+        collector = SyncDataCollector(lambda: SerialEnv(3, CountingEnv), None, frames_per_batch=10)
+    assert collector.frames_per_batch == 12
+    assert collector.next().batch_size == (3, 4)
+    collector.shutdown()
+
+
 @pytest.mark.parametrize("cls", MULTI)
-def test_multi_frames_not_divisible_by_a_workers_envs(cls, no_leftover_workers):
-    with pytest.raises(ValueError, match="not divisible by the number of envs, 3") as info:
-        cls([lambda: SerialEnv(3, CountingEnv)] * 2, None, frames_per_batch=20)
-    assert "Worker traceback" in str(info.value)
+def test_multi_frames_not_divisible_by_a_workers_envs_round_up(cls, no_leftover_workers):
+    # each worker's collector rounds its share up to a multiple of its 3 envs
+    collector = cls([lambda: SerialEnv(3, CountingEnv)] * 2, None, frames_per_batch=20)
+    try:
+        batch = next(iter(collector))
+    finally:
+        collector.shutdown()
+    per_worker = 12 if cls is MultiSyncDataCollector else 21  # 10 -> 12; async: 20 -> 21
+    assert batch.numel() == per_worker * (2 if cls is MultiSyncDataCollector else 1)
 
 
 # -- the policy ------------------------------------------------------------------------

@@ -4,6 +4,8 @@ Each test reproduces the call shape a script uses and checks the result against 
 independent reference (a plain loop, a textbook formula).
 """
 
+import copy
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -321,3 +323,202 @@ def test_collector_compile_policy_false_and_cudagraph_refused():
         Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=8, cudagraph_policy=True)
     with pytest.raises(TypeError, match="compile_policy must be"):
         Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=8, compile_policy="yes")
+
+
+# -- EnvBase.specs ----------------------------------------------------------------------------
+def test_env_specs_nests_input_and_output_specs_as_torchrl():
+    from torchrl_lite.envs import GymEnv
+
+    env = GymEnv("CartPole-v1", categorical_action_encoding=True)
+    specs = env.specs
+    assert specs["input_spec", "full_action_spec", "action"] == env.action_spec
+    assert specs["output_spec", "full_observation_spec"] == env.full_observation_spec
+    assert specs["output_spec", "full_reward_spec"] == env.full_reward_spec
+    assert specs["output_spec", "full_done_spec"] == env.full_done_spec
+    assert specs["input_spec", "full_action_spec", "action"].space.n == 2
+
+
+# -- value estimators and exploration modules take TorchRL's device= -------------------------
+def test_value_estimator_and_ou_module_accept_device():
+    from torchrl_lite.modules import OrnsteinUhlenbeckProcessModule
+    from torchrl_lite.objectives.value import GAE
+
+    gae = GAE(gamma=0.9, lmbda=0.9, value_network=None, device="cpu")
+    assert gae.device == torch.device("cpu")
+    ou = OrnsteinUhlenbeckProcessModule(spec=Bounded(-1.0, 1.0, (2,)), device="cpu", safe=False)
+    assert ou.x0.device == torch.device("cpu")
+    with pytest.raises(RuntimeError):
+        GAE(gamma=0.9, lmbda=0.9, value_network=None, device="not-a-device")
+
+
+# -- BatchRenorm1d --------------------------------------------------------------------------
+def test_batch_renorm_is_batch_norm_during_warmup_then_renormalizes():
+    from torchrl_lite.modules.models.batchrenorm import BatchRenorm1d
+
+    torch.manual_seed(0)
+    bn = BatchRenorm1d(3, momentum=0.5, warmup_steps=2)
+    ref = torch.nn.BatchNorm1d(3, momentum=0.5)
+    x = torch.randn(16, 3) * 2 + 1
+    torch.testing.assert_close(bn(x), ref(x))  # warm-up: plain batch norm, same running stats
+    torch.testing.assert_close(bn.running_mean, ref.running_mean)
+    torch.testing.assert_close(bn.running_var, ref.running_var)
+    bn(x)
+    # after warm-up: (x - mu_B) / sigma_B * r + d with r, d from the running statistics
+    x2 = torch.randn(16, 3) * 3 - 2
+    mu, var = bn.running_mean.clone(), bn.running_var.clone()
+    sigma = (var + bn.eps).sqrt()
+    mu_b, sigma_b = x2.mean(0), (x2.var(0, unbiased=False) + bn.eps).sqrt()
+    r = (sigma_b / sigma).clamp(1 / 3, 3)
+    d = ((mu_b - mu) / sigma).clamp(-5, 5)
+    torch.testing.assert_close(bn(x2), (x2 - mu_b) / sigma_b * r + d)
+    bn.eval()
+    sigma = (bn.running_var + bn.eps).sqrt()
+    torch.testing.assert_close(bn(x2), (x2 - bn.running_mean) / sigma)
+    with pytest.raises(ValueError, match=r"\[N, 3"):
+        bn(torch.randn(4, 5))
+
+
+# -- CrossQ / TQC ------------------------------------------------------------------------------
+def _actor_and_batch(B=6):
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+
+    from torchrl_lite.modules import MLP, ProbabilisticActor, TanhNormal
+
+    actor = ProbabilisticActor(
+        TensorDictModule(
+            torch.nn.Sequential(
+                MLP(in_features=3, out_features=2, num_cells=[8]), NormalParamExtractor()
+            ),
+            ["observation"],
+            ["loc", "scale"],
+        ),
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+    )
+    td = TensorDict(
+        observation=torch.randn(B, 3),
+        action=torch.rand(B, 1) * 2 - 1,
+        next=TensorDict(
+            observation=torch.randn(B, 3),
+            reward=torch.randn(B, 1),
+            done=torch.zeros(B, 1, dtype=torch.bool),
+            terminated=torch.tensor([[False]] * (B - 1) + [[True]]),
+            batch_size=[B],
+        ),
+        batch_size=[B],
+    )
+    return actor, td
+
+
+def test_crossq_critic_loss_uses_one_joint_call_and_no_target_network():
+    from torchrl_lite.modules import MLP, ValueOperator
+    from torchrl_lite.modules.models.batchrenorm import BatchRenorm1d
+    from torchrl_lite.objectives import CrossQLoss
+
+    torch.manual_seed(0)
+    actor, td = _actor_and_batch()
+    net = MLP(
+        in_features=4,
+        out_features=1,
+        num_cells=[8],
+        norm_class=BatchRenorm1d,
+        norm_kwargs={"num_features": 8, "warmup_steps": 0},
+    )
+    loss = CrossQLoss(
+        actor,
+        ValueOperator(net, in_keys=["observation", "action"]),
+        num_qvalue_nets=2,
+        loss_function="l2",
+        alpha_init=0.5,
+    )
+    loss.make_value_estimator(gamma=0.9)
+    assert not hasattr(loss, "target_qvalue_network")
+    state = copy.deepcopy(loss.qvalue_network.state_dict())  # running statistics move
+    torch.manual_seed(1)
+    q_loss, meta = loss.qvalue_loss(td)
+    loss.qvalue_network.load_state_dict(state)
+    # reference: the same next action, both halves through each critic in one batch
+    torch.manual_seed(1)
+    a_next = actor.get_dist(td["next"].select("observation")).sample()
+    logp = actor.get_dist(td["next"].select("observation")).log_prob(a_next)
+    B = td.shape[0]
+    total = 0.0
+    nexts = []
+    preds = []
+    for q in loss.qvalue_network:
+        q.train()
+        x = torch.cat(
+            [
+                torch.cat([td["observation"], td["action"]], -1),
+                torch.cat([td["next", "observation"], a_next], -1),
+            ]
+        )
+        v = q.module(x).squeeze(-1)
+        preds.append(v[:B])
+        nexts.append(v[B:])
+    nv = torch.stack(nexts).min(0).values - 0.5 * logp
+    y = td["next", "reward"].squeeze(-1) + 0.9 * (~td["next", "terminated"].squeeze(-1)) * nv
+    for p in preds:
+        total = total + ((p - y) ** 2).mean()
+    torch.testing.assert_close(q_loss, total.detach(), rtol=1e-4, atol=1e-5)
+    actor_loss, ameta = loss.actor_loss(td)
+    assert ameta["log_prob"].shape == (B,)
+    assert loss.qvalue_network.training  # restored after the eval-mode actor pass
+    out = loss(td)
+    assert {"loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy"} <= set(out.keys())
+    assert len(list(loss.qvalue_network_params.flatten_keys().values())) > 0
+
+
+def test_quantile_huber_loss_matches_the_definition():
+    from torchrl_lite.objectives.tqc import quantile_huber_loss
+
+    torch.manual_seed(0)
+    pred, target = torch.randn(2, 3, 4), torch.randn(3, 5)
+    total, count = 0.0, 0
+    for n in range(2):
+        for b in range(3):
+            for m in range(4):
+                tau = (m + 0.5) / 4
+                for j in range(5):
+                    u = float(target[b, j] - pred[n, b, m])
+                    huber = 0.5 * u * u if abs(u) <= 1 else abs(u) - 0.5
+                    total += abs(tau - (u < 0)) * huber
+                    count += 1
+    torch.testing.assert_close(quantile_huber_loss(pred, target), torch.tensor(total / count))
+
+
+def test_tqc_target_drops_the_top_quantiles_of_the_pooled_targets():
+    from torchrl_lite.modules import MLP, ValueOperator
+    from torchrl_lite.objectives import TQCLoss
+
+    torch.manual_seed(0)
+    actor, td = _actor_and_batch()
+    critic = ValueOperator(
+        MLP(in_features=4, out_features=5, num_cells=[8]), in_keys=["observation", "action"]
+    )
+    loss = TQCLoss(
+        actor, critic, num_qvalue_nets=3, top_quantiles_to_drop_per_net=2, alpha_init=0.5, gamma=0.9
+    )
+    out = loss(td)
+    assert {"loss_actor", "loss_qvalue", "loss_alpha"} <= set(out.keys())
+    # reference target for one fixed next action
+    torch.manual_seed(3)
+    pred = loss._quantiles(td)
+    nobs = td["next", "observation"]
+    torch.manual_seed(4)
+    dist = actor.get_dist(td["next"].select("observation"))
+    a2 = dist.sample()
+    lp = dist.log_prob(a2)
+    z = loss._quantiles(td["next"], a2, target=True)  # [3, B, 5]
+    pooled = torch.cat(list(z), -1).sort(-1).values[:, : 3 * 5 - 3 * 2]
+    y = td["next", "reward"] + 0.9 * (~td["next", "terminated"]) * (pooled - 0.5 * lp[:, None])
+    from torchrl_lite.objectives.tqc import quantile_huber_loss
+
+    expected = quantile_huber_loss(pred, y)
+    torch.manual_seed(4)
+    got = {}
+    loss._qvalue_terms(td, torch.tensor(0.5), got)
+    torch.testing.assert_close(got["loss_qvalue"], expected)
+    assert nobs.shape[0] == pred.shape[1]
+    with pytest.raises(ValueError, match="top_quantiles_to_drop_per_net"):
+        TQCLoss(actor, critic, top_quantiles_to_drop_per_net=-1)

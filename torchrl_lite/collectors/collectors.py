@@ -16,6 +16,7 @@ Sub-envs that are done are reset alone. The multiprocess collectors (``multi.py`
 from __future__ import annotations
 
 import copy
+import warnings
 
 import torch
 from tensordict import TensorDictBase
@@ -144,11 +145,16 @@ class SyncDataCollector(DataCollectorBase):
         try:
             n_envs = env.batch_size.numel()
             if frames_per_batch % n_envs:
-                raise ValueError(
+                # TorchRL's behaviour: each env steps the same number of times per batch
+                rounded = -(-frames_per_batch // n_envs) * n_envs
+                warnings.warn(
                     f"{owner}: frames_per_batch={frames_per_batch} is not divisible by the "
-                    f"number of envs, {n_envs} (env batch size {list(env.batch_size)}). Use a "
-                    f"multiple of {n_envs}, e.g. {frames_per_batch // n_envs * n_envs or n_envs}."
+                    f"number of envs, {n_envs} (env batch size {list(env.batch_size)}); each "
+                    f"batch holds {rounded} frames. Pass a multiple of {n_envs} to silence this.",
+                    UserWarning,
+                    stacklevel=2,
                 )
+                frames_per_batch = self.frames_per_batch = rounded
             self._steps = frames_per_batch // n_envs
             if max_frames_per_traj is not None and max_frames_per_traj != -1:
                 check_int("max_frames_per_traj", max_frames_per_traj, 1, owner)

@@ -1,6 +1,7 @@
 """Models: plain ``nn.Module`` networks (MLP, ConvNet, dueling Q-nets, noisy layers) and
 recurrent TensorDict modules (``LSTMModule``, ``GRUModule``)."""
 
+from torchrl_lite.modules.models.batchrenorm import BatchRenorm1d
 from torchrl_lite.modules.models.ddpg import DdpgMlpActor, DdpgMlpQNet
 from torchrl_lite.modules.models.dreamer import (
     ObsDecoder,
@@ -25,6 +26,7 @@ from torchrl_lite.modules.models.recurrent import (
 )
 
 __all__ = [
+    "BatchRenorm1d",
     "MLP",
     "ConvNet",
     "DdpgMlpActor",

@@ -311,6 +311,7 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
         action_key: the action entry.
         is_init_key: bool entry ``[*B, 1]``, True on the first step after a reset.
         safe: project the noisy action into the spec.
+        device: where the module's buffers go.
 
     Example:
         >>> from tensordict import TensorDict
@@ -341,6 +342,7 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
         action_key=K.ACTION,
         is_init_key=K.IS_INIT,
         safe: bool = True,
+        device=None,
     ):
         super().__init__()
         _check_scales(
@@ -365,6 +367,8 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
         self.action_key, self.is_init_key, self.safe = action_key, is_init_key, safe
         self.in_keys = [action_key, is_init_key]
         self.out_keys = [action_key, self.noise_key, self.steps_key]
+        if device is not None:
+            self.to(device)
 
     def _sigma(self, steps: torch.Tensor) -> torch.Tensor | float:
         """The diffusion scale after ``steps`` trajectory steps."""

@@ -100,6 +100,7 @@ class ValueEstimatorBase(nn.Module):
             otherwise everything is computed under ``torch.no_grad()``.
         skip_existing: reuse values already in the batch instead of recomputing them.
         average_rewards: standardise the rewards (zero mean, unit std) before use.
+        device: accepted for TorchRL's signature (the maths runs where the batch is).
     """
 
     # -- the contract ----------------------------------------------------------------
@@ -139,8 +140,12 @@ class ValueEstimatorBase(nn.Module):
         differentiable: bool = False,
         skip_existing: bool = False,
         average_rewards: bool = False,
+        device=None,
     ):
         super().__init__()
+        # TorchRL's scripts pass the device of its constant buffers; ours keeps none (the
+        # constants follow the batch), so it is only checked
+        self.device = None if device is None else torch.device(device)
         if value_network is not None and not hasattr(value_network, "in_keys"):
             raise TypeError(
                 f"{type(self).__name__}: value_network must be a TensorDict module with "

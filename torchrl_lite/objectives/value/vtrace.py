@@ -136,6 +136,7 @@ class VTrace(ValueEstimatorBase):
             shifted=shifted,
             differentiable=differentiable,
             skip_existing=bool(skip_existing),
+            device=device,
         )
         if not hasattr(actor_network, "get_dist"):
             raise TypeError(
