@@ -15,12 +15,12 @@ steps per second and their ratio. Same settings on both sides:
   first batch and its updates are untimed.
 
 Ours runs the recipes (``torchrl_lite.recipes``, the MuJoCo defaults); SB3 is not a
-dependency of the package: install it in its own venv (``python -m venv /work/sb3venv &&
-/work/sb3venv/bin/pip install -c constraints.txt stable-baselines3 "gymnasium[mujoco]"``)
+dependency of the package: install it in its own venv (``python -m venv .venv-sb3 &&
+.venv-sb3/bin/pip install -c constraints.txt stable-baselines3 "gymnasium[mujoco]"``)
 and pass its interpreter with ``--sb3-python``. ``--compile`` also times ours with the
 update compiled (``compile_update=true``).
 
-Run: ``python benchmarks/bench_train_speed.py --sb3-python /work/sb3venv/bin/python``
+Run: ``python benchmarks/bench_train_speed.py --sb3-python .venv-sb3/bin/python``
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ Normalization: the observation statistics live in the actor (``normalize_obs=Tru
 checkpoints, ``actor_critic.state_dict`` and the deterministic evaluation use them; the
 reward statistics live in the storage (``normalize_reward=True``), in the checkpoints.
 
-Run folder (default ``/work/runs/halfcheetah-ppo-sde``; ``--no-sde``:
-``/work/runs/halfcheetah-ppo``): ``config.json`` (the recipe; ``--resume`` uses it, so a
+Run folder (default ``runs/halfcheetah-ppo-sde``; ``--no-sde``:
+``runs/halfcheetah-ppo``): ``config.json`` (the recipe; ``--resume`` uses it, so a
 folder keeps its setting), ``checkpoint/`` (every ``--checkpoint-every`` seconds, resumable
 with ``--resume``), ``actor_critic.state_dict``,
 ``eval.csv`` (frames, seconds, deterministic return of ``--eval-episodes`` episodes),
@@ -317,8 +317,8 @@ def report(run_dir: str) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", default=None, help="default: /work/runs/halfcheetah-ppo-sde "
-                        "(--no-sde: /work/runs/halfcheetah-ppo)")  # fmt: skip
+    parser.add_argument("--run-dir", default=None, help="default: runs/halfcheetah-ppo-sde "
+                        "(--no-sde: runs/halfcheetah-ppo)")  # fmt: skip
     parser.add_argument("--no-sde", action="store_true",
                         help="the first run's setting: no gSDE, TanhNormal, log-std init -1")  # fmt: skip
     parser.add_argument("--resume", action="store_true")
@@ -333,7 +333,7 @@ def main(argv=None) -> None:
     parser.add_argument("--report", action="store_true", help="write the results table only")
     args = parser.parse_args(argv)
     if args.run_dir is None:
-        args.run_dir = "/work/runs/halfcheetah-ppo" + ("" if args.no_sde else "-sde")
+        args.run_dir = "runs/halfcheetah-ppo" + ("" if args.no_sde else "-sde")
     if args.report:
         report(args.run_dir)
     else:

@@ -1,6 +1,6 @@
 """What every seed-000 algorithm is: a loss module, its optimizer(s), a target updater.
 
-The Scheme's workers use this interface (``docs: /work/notes/agent_contract.md``):
+The Scheme's workers use this interface:
 ``compute_gradients(batch) -> (grads, info)`` runs the loss forward and backward on one
 minibatch; ``apply_gradients(grads=None)`` writes ``grads`` into ``.grad`` (a gradient
 worker's, or an average of several), clips, steps the optimizer(s) and the targets;
