@@ -153,7 +153,7 @@ def test_serial_for_single_and_pin_memory_keywords():
 
 def test_env_creator_shares_vecnorm_statistics_across_workers():
     make = EnvCreator(lambda: TransformedEnv(GymEnv("Pendulum-v1"), VecNorm(decay=1.0)))
-    stats = make.state_dict()["transforms.0"]
+    stats = make.state_dict()["_extra_state"]["td"]
     assert stats.is_shared() and float(stats["observation_count"]) == 0
     env = ParallelEnv(2, make)
     env.rollout(10, break_when_any_done=False)
@@ -163,10 +163,10 @@ def test_env_creator_shares_vecnorm_statistics_across_workers():
     # each new env uses the same statistics; load_state_dict writes into them
     local = make()
     assert local.transform[0]._td is stats
-    make.load_state_dict({"transforms.0": stats.clone().zero_()})
+    make.load_state_dict({"_extra_state": stats.clone().zero_()})
     assert float(stats["observation_count"]) == 0
     with pytest.raises(KeyError, match="unknown entries"):
-        make.load_state_dict({"transforms.9": stats})
+        make.load_state_dict({"transforms.9._extra_state": stats})
 
 
 def test_heterogeneous_batched_env_gives_lazy_stacks():

@@ -164,3 +164,38 @@ def test_prioritized_sampler_sum_tree_iterates_over_priorities():
     assert tree[2] == 4.0
     with pytest.raises(IndexError):
         tree[6]
+
+
+def test_env_creator_state_dict_gives_live_statistics_under_torchrl_names():
+    from torchrl_lite.envs import (
+        Compose,
+        EnvCreator,
+        GymEnv,
+        SerialEnv,
+        StepCounter,
+        TransformedEnv,
+        VecNorm,
+    )
+
+    make = EnvCreator(lambda: TransformedEnv(GymEnv("CartPole-v1"), VecNorm(decay=1.0)))
+    env = SerialEnv(2, make)
+    env.rollout(3, break_when_any_done=False)
+    state = make.state_dict()
+    assert set(state) == {"_extra_state"}
+    # both eras' layouts reach the same live tensors
+    count = state["_extra_state"]["observation_count"]
+    assert count is state["_extra_state"]["td"]["observation_count"]
+    assert float(count) == 2 * 4  # 2 copies x (1 reset + 3 steps)
+    TensorDict(make.state_dict()).apply_(lambda t: t.zero_())  # zeroes the envs' statistics
+    env.rollout(2, break_when_any_done=False)
+    assert float(make.state_dict()["_extra_state"]["observation_count"]) == 2 * 3
+    # v0.4's saved layout loads too
+    make.load_state_dict({"_extra_state": {"td": state["_extra_state"]["td"].clone().zero_()}})
+    assert float(count) == 0
+    env.close()
+    several = EnvCreator(
+        lambda: TransformedEnv(GymEnv("CartPole-v1"), Compose(StepCounter(), VecNorm()))
+    )
+    assert set(several.state_dict()) == {"transforms.1._extra_state"}
+    with pytest.raises(KeyError, match="holds"):
+        several.state_dict()["transforms.1._extra_state"]["lock"]

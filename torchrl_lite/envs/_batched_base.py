@@ -7,7 +7,7 @@ import torch
 from torchrl_lite.envs import _batched_utils as U
 from torchrl_lite.envs.common import EnvBase
 
-_RESTARTS = ("reset", "roll out")  # the calls that start a closed batched env again
+_RESTARTS = ("reset", "roll out", "seed")  # the calls that start a closed batched env again
 
 
 class _BatchedEnv(EnvBase):
@@ -21,7 +21,8 @@ class _BatchedEnv(EnvBase):
     As in TorchRL: an attribute the batched env lacks is looked up on the copies (a list,
     one value per copy; a method becomes a function calling it on every copy and
     returning the list of results), and an env closed with ``close()`` starts again
-    (new copies from the same factories) at the next ``reset`` or ``rollout``.
+    (new copies from the same factories) at the next ``reset``, ``rollout``, ``set_seed``
+    or ``start``.
     """
 
     def __init__(
@@ -95,6 +96,15 @@ class _BatchedEnv(EnvBase):
         return tensor.to(self.device, copy=True)
 
     # -- TorchRL's conveniences: restart after close(), attributes of the copies ---------
+    def start(self) -> None:
+        """Start the copies again after ``close()`` (no-op while they run); ``reset``,
+        ``rollout`` and ``set_seed`` do it too."""
+        self._check_open("reset")
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        self._check_open("seed")
+        return super().set_seed(seed, static_seed)
+
     def _check_open(self, what: str) -> None:
         if self.is_closed and what in _RESTARTS and getattr(self, "_failure", None) is None:
             self._restart()

@@ -10,6 +10,9 @@ as TorchRL's ``EnvCreator`` does.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
+
+from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite.envs.common import EnvBase
 
@@ -28,8 +31,12 @@ class EnvCreator:
 
     The sharing holds across worker processes started with ``"fork"`` (the default on
     Linux); a ``"spawn"`` worker receives a pickled copy, so ``EnvCreator`` warns when
-    pickled. ``state_dict()`` gives the shared TensorDicts themselves (the live
-    statistics), ``load_state_dict`` copies values into them.
+    pickled. ``state_dict()`` gives the shared state under TorchRL's names (a module
+    state dict of the env's transforms: ``"_extra_state"`` for a lone transform,
+    ``"transforms.<i>._extra_state"`` for several), each a dict of the live tensors
+    (``["observation_count"]``) whose ``["td"]`` is the shared TensorDict itself (TorchRL
+    0.4's layout); writing into them changes what every env uses. ``load_state_dict``
+    copies values into them.
 
     Example:
         >>> from torchrl_lite.envs import GymEnv, TransformedEnv, VecNorm
@@ -46,11 +53,15 @@ class EnvCreator:
         self.create_env_fn = create_env_fn
         self.create_env_kwargs = dict(create_env_kwargs or {})
         env = self._build(self.create_env_kwargs)
-        self._states = {}
-        for name, transform in _transforms(env):
+        self._states = {}  # transform position ("transforms.<i>") -> shared TensorDict
+        transforms = list(_transforms(env))
+        self._public = {}  # TorchRL's state_dict name -> transform position
+        for name, transform in transforms:
             state = transform._shared_state()
             if state is not None:
                 self._states[name] = state.share_memory_() if share_memory else state
+                public = "_extra_state" if len(transforms) == 1 else f"{name}._extra_state"
+                self._public[public] = name
         self.meta_data = {
             "batch_size": env.batch_size,
             "device": env.device,
@@ -85,19 +96,19 @@ class EnvCreator:
         return env
 
     def state_dict(self) -> dict:
-        """The shared state, by transform position (``"transforms.<i>"``): live tensors."""
-        return dict(self._states)
+        """The shared state under TorchRL's names: live tensors (see the class docstring)."""
+        return {public: _LiveState(self._states[name]) for public, name in self._public.items()}
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Copy ``state_dict`` (from :meth:`state_dict`) into the shared tensors, in place."""
-        unknown = sorted(set(state_dict) - set(self._states))
+        unknown = sorted(set(state_dict) - set(self._public))
         if unknown:
             raise KeyError(
                 f"EnvCreator.load_state_dict: unknown entries {unknown}; this creator holds "
-                f"{sorted(self._states)}"
+                f"{sorted(self._public)}"
             )
-        for name, state in state_dict.items():
-            self._states[name].update_(state)
+        for public, value in state_dict.items():
+            self._states[self._public[public]].update_(_as_td(value))
 
     def __getstate__(self):
         # forked workers get this object without pickling; a pickled copy (a "spawn"
@@ -113,6 +124,37 @@ class EnvCreator:
 
     def __repr__(self) -> str:
         return f"EnvCreator({self.create_env_fn!r}, shared={sorted(self._states)})"
+
+
+class _LiveState(dict):
+    """A transform's shared tensors by key (live, not copies); ``["td"]`` is the shared
+    TensorDict they belong to, as TorchRL 0.4's ``EnvCreator.state_dict`` gave it."""
+
+    def __init__(self, td: TensorDictBase):
+        super().__init__(td.items(True, True))
+        self.td = td
+
+    def __missing__(self, key):
+        if key == "td":
+            return self.td
+        raise KeyError(f"{key!r}: this shared state holds {list(self)} (and 'td', all of them)")
+
+
+def _as_td(value) -> TensorDictBase:
+    """A saved shared state as a TensorDict: a TensorDict, a dict of tensors, or TorchRL
+    0.4's ``{"td": TensorDict, "lock": ...}``."""
+    if isinstance(value, _LiveState):
+        return value.td
+    if isinstance(value, TensorDictBase):
+        return value
+    if isinstance(value, Mapping):
+        if "td" in value:
+            return _as_td(value["td"])
+        return TensorDict(dict(value), batch_size=[])
+    raise TypeError(
+        f"EnvCreator.load_state_dict: a shared state is a dict or TensorDict of tensors, got "
+        f"{type(value).__name__}"
+    )
 
 
 def _transforms(env: EnvBase):
