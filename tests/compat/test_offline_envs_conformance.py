@@ -103,3 +103,26 @@ def test_rollout_accepts_auto_cast_to_device_and_acts_the_same():
             runs.append(env.rollout(5, policy, auto_cast_to_device=cast))
     env.close()
     torch.testing.assert_close(runs[0]["next", "observation"], runs[1]["next", "observation"])
+
+
+def test_env_apply_reaches_each_transform_once_and_numel_counts_sub_envs():
+    # TorchRL's scripts: eval_env.apply(dump_video) finds the VideoRecorder transform
+    from torchrl_lite.envs import (
+        Compose,
+        EnvCreator,
+        GymEnv,
+        ParallelEnv,
+        RewardSum,
+        StepCounter,
+        TransformedEnv,
+    )
+
+    counter, summer = StepCounter(10), RewardSum()
+    base = ParallelEnv(2, EnvCreator(lambda: GymEnv("Pendulum-v1")), serial_for_single=True)
+    env = TransformedEnv(base, Compose(counter, summer))
+    calls = []
+    assert env.apply(calls.append) is env
+    assert sum(c is counter for c in calls) == 1 and sum(c is summer for c in calls) == 1
+    assert calls[-1] is env and sum(c is base for c in calls) == 1
+    assert env.numel() == 2 and GymEnv("Pendulum-v1").numel() == 1
+    env.close()

@@ -584,6 +584,39 @@ class EnvBase:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(batch_size={list(self.batch_size)}, device={self.device})"
 
+    # -- TorchRL's nn.Module-like helpers ------------------------------------------------
+    def numel(self) -> int:
+        """The number of sub-envs: ``batch_size.numel()`` (1 for an unbatched env)."""
+        return self.batch_size.numel()
+
+    def apply(self, fn):
+        """Call ``fn`` once on every module the env holds (transforms, sub-envs, networks
+        and their children), then on the env; returns the env.
+
+        TorchRL's scripts call ``env.apply(dump_video)`` to reach a ``VideoRecorder``
+        transform wherever it sits.
+        """
+        for item in self._held_modules([]):
+            fn(item)
+        return self
+
+    def _held_modules(self, seen: list) -> list:
+        """The modules and envs held by this env, children first, each once (by id)."""
+        if any(x is self for x in seen):
+            return []
+        seen.append(self)
+        out = []
+        for value in list(vars(self).values()):
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(item, EnvBase):
+                    out += item._held_modules(seen)
+                elif isinstance(item, torch.nn.Module):
+                    for module in reversed(list(item.modules())):
+                        if not any(x is module for x in seen):
+                            seen.append(module)
+                            out.append(module)
+        return out + [self]
+
 
 def _unbatched(spec, batch_size: torch.Size):
     """The spec of one sub-env: the spec without its leading ``batch_size`` dims."""
