@@ -522,3 +522,139 @@ def test_tqc_target_drops_the_top_quantiles_of_the_pooled_targets():
     assert nobs.shape[0] == pred.shape[1]
     with pytest.raises(ValueError, match="top_quantiles_to_drop_per_net"):
         TQCLoss(actor, critic, top_quantiles_to_drop_per_net=-1)
+
+
+# -- collectors: update_at_each_batch, trust_policy; buffers: compilable ----------------------
+def test_collector_update_at_each_batch_syncs_the_policy_copy():
+    from tensordict.nn import TensorDictModule
+
+    from torchrl_lite.collectors import Collector
+    from torchrl_lite.envs import GymEnv
+
+    policy = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["action"])
+    calls = []
+
+    class Counting(Collector):
+        def update_policy_weights_(self, weights=None):
+            calls.append(self._frames)
+            return super().update_policy_weights_(weights)
+
+    collector = Counting(
+        GymEnv("Pendulum-v1"),
+        policy,
+        frames_per_batch=4,
+        total_frames=12,
+        update_at_each_batch=True,
+        trust_policy=True,
+    )
+    assert [b.numel() for b in collector] == [4, 4, 4]
+    assert calls == [0, 4, 8]  # before each batch
+    collector.shutdown()
+
+
+def test_storages_and_buffers_accept_compilable():
+    from torchrl_lite.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
+
+    storage = LazyTensorStorage(8, compilable=True, device="cpu")
+    rb = TensorDictReplayBuffer(storage=storage, batch_size=2, compilable=True)
+    rb.extend(TensorDict(x=torch.arange(4.0), batch_size=[4]))
+    assert rb.compilable and storage.compilable
+    assert rb.sample()["x"].shape == (2,)
+    assert LazyMemmapStorage(4, compilable=False).compilable is False
+
+
+# -- GAIL ----------------------------------------------------------------------------------------
+def _discriminator():
+    from tensordict.nn import TensorDictModule
+
+    class D(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1)
+
+        def forward(self, s, a):
+            return torch.sigmoid(self.lin(torch.cat([s, a], -1)))
+
+    return TensorDictModule(D(), ["observation", "action"], ["d_logits"])
+
+
+def test_gail_loss_is_the_binary_cross_entropy_of_expert_vs_policy():
+    from torchrl_lite.objectives import GAILLoss
+
+    torch.manual_seed(0)
+    disc = _discriminator()
+    loss = GAILLoss(disc)
+    td = TensorDict(
+        observation=torch.randn(5, 2),
+        action=torch.randn(5, 1),
+        collector_observation=torch.randn(5, 2),
+        collector_action=torch.randn(5, 1),
+        batch_size=[5],
+    )
+    out = loss(td)
+    d_e = disc.module(td["observation"], td["action"])
+    d_c = disc.module(td["collector_observation"], td["collector_action"])
+    expected = -torch.log(d_e).mean() - torch.log(1 - d_c).mean()
+    torch.testing.assert_close(out["loss"], expected)
+    out["loss"].backward()
+    assert disc.module.lin.weight.grad is not None
+
+
+def test_gail_gradient_penalty_is_added_and_checked():
+    from torchrl_lite.objectives import GAILLoss
+
+    torch.manual_seed(0)
+    disc = _discriminator()
+    td = TensorDict(
+        observation=torch.randn(5, 2),
+        action=torch.randn(5, 1),
+        collector_observation=torch.randn(5, 2),
+        collector_action=torch.randn(5, 1),
+        batch_size=[5],
+    )
+    plain = GAILLoss(disc)(td)["loss"]
+    out = GAILLoss(disc, use_grad_penalty=True, gp_lambda=10.0)(td)
+    torch.testing.assert_close(out["loss"] - out["gp_loss"], plain)
+    assert out["gp_loss"] >= 0
+    with pytest.raises(TypeError, match="TensorDict module"):
+        GAILLoss(torch.nn.Linear(3, 1))
+    with pytest.raises(KeyError, match="collector_action"):
+        GAILLoss(disc)(td.exclude("collector_action"))
+
+
+# -- RND -----------------------------------------------------------------------------------------
+def test_running_mean_std_matches_the_whole_stream():
+    from torchrl_lite.envs.transforms.rnd import RunningMeanStd
+
+    torch.manual_seed(0)
+    chunks = [torch.randn(7, 3) * 2 + 1 for _ in range(4)]
+    rms = RunningMeanStd((3,), epsilon=1e-8)
+    for c in chunks:
+        rms.update(c)
+    data = torch.cat(chunks)
+    torch.testing.assert_close(rms.mean, data.mean(0), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(rms.var, data.var(0, unbiased=False), rtol=1e-4, atol=1e-4)
+
+
+def test_rnd_transform_writes_the_prediction_error_and_loss_trains_it():
+    from torchrl_lite.envs import GymEnv, RNDTransform, TransformedEnv
+    from torchrl_lite.objectives.rnd import RNDLoss
+
+    torch.manual_seed(0)
+    target, predictor = torch.nn.Linear(3, 4), torch.nn.Linear(3, 4)
+    t = RNDTransform(target, predictor, normalize_obs=False, normalize_reward=False)
+    env = TransformedEnv(GymEnv("Pendulum-v1"), t)
+    assert "intrinsic_reward" in env.full_reward_spec.keys()
+    env.set_seed(0)
+    td = env.rollout(6)
+    obs = td["next", "observation"]
+    expected = (predictor(obs) - target(obs)).pow(2).mean(-1, keepdim=True)
+    torch.testing.assert_close(td["next", "intrinsic_reward"], expected.detach())
+    assert not any(p.requires_grad for p in target.parameters())
+    loss = RNDLoss(predictor, target, update_fraction=1.0)
+    out = loss(td)
+    torch.testing.assert_close(out["loss_predictor"], expected.mean())
+    out["loss_predictor"].backward()
+    assert predictor.weight.grad is not None
+    with pytest.raises(ValueError, match="update_fraction"):
+        RNDLoss(predictor, target, update_fraction=1.5)

@@ -103,6 +103,9 @@ class SyncDataCollector(DataCollectorBase):
         compile_policy: False, True or ``torch.compile`` options: compile the policy
             module in place (its weights stay shared).
         cudagraph_policy: must be False (CUDA graphs are not supported).
+        trust_policy: TorchRL's switch to skip wrapping the policy; accepted (a policy is
+            used as given here).
+        update_at_each_batch: call ``update_policy_weights_()`` before each batch.
 
     Example:
         >>> from torchrl_lite.envs import GymEnv
@@ -135,9 +138,12 @@ class SyncDataCollector(DataCollectorBase):
         replay_buffer=None,
         compile_policy=False,
         cudagraph_policy=False,
+        trust_policy: bool = False,
+        update_at_each_batch: bool = False,
     ):
         owner = type(self).__name__
         policy = compile_policy_in_place(policy, compile_policy, cudagraph_policy, owner)
+        self._update_at_each_batch = bool(update_at_each_batch)
         self._init_common(
             frames_per_batch, total_frames, init_random_frames, split_trajs, postproc, replay_buffer
         )
@@ -240,6 +246,8 @@ class SyncDataCollector(DataCollectorBase):
     # -- the hot loop ------------------------------------------------------------------
     def _collect_batch(self, random: bool) -> TensorDictBase:
         self._check_open()
+        if self._update_at_each_batch:
+            self.update_policy_weights_()
         if self._td is None or self.reset_at_each_iter:
             self._reset_all()
         env, rec = self.env, self._recorder

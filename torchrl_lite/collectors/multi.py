@@ -178,9 +178,12 @@ class _MultiDataCollector(DataCollectorBase):
         mp_start_method: str | None = None,
         compile_policy=False,
         cudagraph_policy=False,
+        trust_policy: bool = False,
+        update_at_each_batch: bool = False,
     ):
         owner = type(self).__name__
         compile_policy_in_place(None, False, cudagraph_policy, owner)  # refused early
+        self._update_at_each_batch = bool(update_at_each_batch)
         self._procs, self._conns, self._finalizer = [], [], None
         factories = _factories(owner, create_env_fn, num_workers, create_env_kwargs)
         self.num_workers = n = len(factories)
@@ -488,6 +491,8 @@ class MultiSyncDataCollector(_MultiDataCollector):
 
     def _collect_batch(self, random: bool) -> TensorDictBase:
         self._check_open()
+        if self._update_at_each_batch:
+            self.update_policy_weights_()
         workers = range(self.num_workers)
         for w in workers:
             self._send(w, ("collect", random), "collect")
@@ -537,6 +542,8 @@ class MultiaSyncDataCollector(_MultiDataCollector):
 
     def _collect_batch(self, random: bool) -> TensorDictBase:
         self._check_open()
+        if self._update_at_each_batch:
+            self.update_policy_weights_()
         if not self._running:
             for w in range(self.num_workers):
                 self._send(w, ("run", random), "collect")

@@ -76,6 +76,7 @@ class ReplayBuffer(BufferDumps):
             (without replacement) are always sampled on demand, so epochs stay exact.
         transform: a callable applied to every sample (e.g. a TensorDict transform).
         batch_size: the default batch size of ``sample`` and of iteration.
+        compilable: TorchRL's flag for use under ``torch.compile``; accepted and recorded.
 
     Example:
         >>> from torchrl_lite.data.replay_buffers import LazyTensorStorage
@@ -97,7 +98,9 @@ class ReplayBuffer(BufferDumps):
         prefetch: int | None = None,
         transform=None,
         batch_size: int | None = None,
+        compilable: bool = False,
     ) -> None:
+        self.compilable = bool(compilable)  # TorchRL's torch.compile flag (see TensorStorage)
         for name, part, example in (
             ("storage", storage, "LazyTensorStorage(1000)"),
             ("sampler", sampler, "RandomSampler()"),

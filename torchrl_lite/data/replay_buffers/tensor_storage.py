@@ -49,6 +49,8 @@ class TensorStorage(Storage):
         max_size: number of items; defaults to the size of ``storage``.
         device: where sampled items are returned.
         ndim: how many leading dimensions index items (2 for ``[envs, time]`` rows).
+        compilable: TorchRL's flag for use under ``torch.compile``; accepted and recorded
+            (also by the lazy subclasses).
 
     Example:
         >>> data = TensorDict(obs=torch.arange(6.0).view(3, 2), batch_size=[3])
@@ -58,9 +60,14 @@ class TensorStorage(Storage):
                 [0., 1.]])
     """
 
-    def __init__(self, storage=None, max_size=None, device=None, ndim: int = 1) -> None:
+    def __init__(
+        self, storage=None, max_size=None, device=None, ndim: int = 1, compilable: bool = False
+    ) -> None:
         if int(ndim) < 1:
             raise ValueError(f"ndim must be at least 1, got {ndim}.")
+        # TorchRL's flag for code run under torch.compile: our reads and writes are plain
+        # tensor indexing either way, so it only records the request
+        self.compilable = bool(compilable)
         self.ndim = int(ndim)
         self.device = torch.device(device) if device is not None else None
         self._data: TensorDictBase | None = None  # [rows_capacity, *item batch dims]
@@ -519,8 +526,10 @@ class LazyTensorStorage(TensorStorage):
         (10, torch.Size([2, 3]))
     """
 
-    def __init__(self, max_size: int, device="cpu", ndim: int = 1) -> None:
-        super().__init__(None, max_size=max_size, device=device, ndim=ndim)
+    def __init__(
+        self, max_size: int, device="cpu", ndim: int = 1, compilable: bool = False
+    ) -> None:
+        super().__init__(None, max_size=max_size, device=device, ndim=ndim, compilable=compilable)
 
     def _allocate(self, template: TensorDictBase, rows: int) -> TensorDictBase:
         device = self.device if self.device is not None else template.device
@@ -560,8 +569,15 @@ class LazyMemmapStorage(TensorStorage):
         tensor([[1., 1.]])
     """
 
-    def __init__(self, max_size: int, scratch_dir=None, device="cpu", ndim: int = 1) -> None:
-        super().__init__(None, max_size=max_size, device=device, ndim=ndim)
+    def __init__(
+        self,
+        max_size: int,
+        scratch_dir=None,
+        device="cpu",
+        ndim: int = 1,
+        compilable: bool = False,
+    ) -> None:
+        super().__init__(None, max_size=max_size, device=device, ndim=ndim, compilable=compilable)
         self._scratch_owner = None
         if isinstance(scratch_dir, tempfile.TemporaryDirectory):
             self._scratch_owner, scratch_dir = scratch_dir, scratch_dir.name
