@@ -105,6 +105,27 @@ def test_ppo_normalize_obs_refuses_image_observations():
         _observation_norm(cfg, None, "pixels_stack")
 
 
+def test_td3_computes_the_actor_loss_only_on_the_actor_steps():
+    td3 = get_recipe("td3")
+    cfg = config_for(td3, "Pendulum-v1", frames=40, init_random_frames=20, hidden=8,
+                     batch_size=16, policy_delay=3)  # fmt: skip
+    trainer, _ = td3.make_trainer(cfg, progress_bar=False)
+    loss = trainer.loss_module
+    forward, computed = loss.forward, []
+
+    def recording(td):
+        out = forward(td)
+        computed.append("loss_actor" in out.keys())
+        return out
+
+    loss.forward = recording
+    trainer.train()
+    assert trainer.optim_count == 20
+    assert computed == [(i + 1) % 3 == 0 for i in range(20)]  # the actor's optimizer steps
+    actor_adam = trainer.state_dict()["hooks"]["actor_optimizer"]["optimizer"]["state"]
+    assert all(int(state["step"]) == 6 for state in actor_adam.values())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_compile_update_gives_the_eager_losses_and_gradients(algo):

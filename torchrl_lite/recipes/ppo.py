@@ -12,7 +12,10 @@ emulator frames each). Measured on ``ALE/Breakout-v5`` with ``--frames 500000`` 
 frames, seeds 0-2, ~2 h each with three runs sharing 2 CPU cores): the mean of the last 10
 games ends at 11.6 / 14.9 / 3.0 (uniform random: 1.7); seed 2 never learned
 (``benchmarks/results/pixels.md``). ``shared_encoder=true`` (the paper's one-trunk network),
-same seeds: 17.8 / 9.2 / 3.1, no better, so it is not the default.
+same seeds: 17.8 / 9.2 / 3.1, no better, so it is not the default. Gymnasium's MuJoCo ids
+get the paper's MuJoCo settings plus the running observation and reward normalization of
+the baselines code behind the paper, CleanRL and rl-zoo (``normalize_obs``,
+``normalize_reward``), with advantages computed once per batch as in the paper.
 """
 
 from __future__ import annotations

@@ -130,9 +130,25 @@ def make_exploration_policy(cfg: Config, actor, spec):
     return SafeSequential(actor, noise)
 
 
+class DelayedTD3Loss(TD3Loss):
+    """``TD3Loss`` that leaves ``"loss_actor"`` out while ``actor_step`` is False.
+
+    The actor's optimizer steps once per ``policy_delay`` critic updates; on the other
+    steps its loss (an actor and a Q-ensemble pass) would be computed for nothing, so it
+    is skipped there, as in the TD3 authors' code and SB3. ``make_trainer`` sets
+    ``actor_step`` before each update.
+    """
+
+    actor_step: bool = True
+
+    def _actor_terms(self, td, out: dict) -> None:
+        if self.actor_step:
+            super()._actor_terms(td, out)
+
+
 def make_loss(cfg: Config, actor, qvalue, spec):
     scale = half_range(spec)
-    return TD3Loss(
+    return DelayedTD3Loss(
         actor,
         qvalue,
         action_spec=spec,
@@ -197,6 +213,10 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         if trainer.optim_count % cfg.policy_delay == 0:
             target_update.step()
 
+    def schedule_actor(batch):  # before the loss: does the actor step this time?
+        loss.actor_step = trainer.optim_count % cfg.policy_delay == 0
+
+    trainer.register_op("process_optim_batch", schedule_actor)
     trainer.register_op("optimizer", delayed_actor_step)
     trainer.register_module("actor_optimizer", actor_optim)
     critic_optim.register(trainer, name="critic_optimizer")
