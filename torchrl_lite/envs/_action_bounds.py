@@ -18,6 +18,7 @@ import warnings
 
 import torch
 
+from torchrl_lite import _td
 from torchrl_lite.data._spec_stack import StackedComposite, copies_of
 from torchrl_lite.data.tensor_specs import Bounded, TensorSpec
 
@@ -71,9 +72,13 @@ def warn_overshoot(env, key, spec: TensorSpec, value: torch.Tensor) -> None:
     warnings.warn(overshoot_message(env, key, spec, value), ActionBoundsWarning, stacklevel=4)
 
 
+_FEW = 32  # up to this many action values, compared in python (cheaper than a kernel)
+
+
 def step_bounds(env) -> list:
     """``(key, spec, low, high)`` of each float ``Bounded`` action leaf, cached per action
-    spec (an env whose copies have different specs gets none: its batches are checked)."""
+    spec; ``low``/``high`` are python floats when the bounds are the same everywhere (an
+    env whose copies have different specs gets none: its batches are checked)."""
     spec = env.full_action_spec
     cache = env.__dict__.get("_step_bounds")
     if cache is not None and cache[0] is spec:
@@ -85,6 +90,8 @@ def step_bounds(env) -> list:
                 low, high = leaf.low, leaf.high
                 if not env.batch_locked:  # any leading batch: the widest bounds
                     low, high = low.min(), high.max()
+                if bool((low == low.min()).all() and (high == high.max()).all()):
+                    low, high = float(low.min()), float(high.max())
                 bounds.append((key, leaf, low, high))
     env._step_bounds = (spec, bounds)
     return bounds
@@ -92,16 +99,26 @@ def step_bounds(env) -> list:
 
 def check_step_bounds(env, tensordict) -> None:
     """After the first step: warn once (raise with ``spec_check="strict"``) when a float
-    action is beyond its ``Bounded`` spec. One comparison and one host sync per key."""
+    action is beyond its ``Bounded`` spec (or NaN). A few values on CPU are compared in
+    python, more with one ``aminmax``; nothing once the env warned."""
     strict = env.spec_check == "strict"
     warned = env.__dict__.get("_overshoot_warned", ())
     for key, spec, low, high in step_bounds(env):
         if key in warned and not strict:
             continue
-        value = tensordict.get(key, None)
-        if value is None or value.dtype != low.dtype:
+        value = _td.get_path(tensordict, key)
+        if value is None or not value.is_floating_point() or not value.numel():
             continue
-        if torch.logical_or(value < low, value > high).any():
+        if value.is_cpu and low.__class__ is float:  # no kernel for a few values (~0.5 us)
+            if value.numel() <= _FEW:
+                flat = value.tolist() if value.dim() == 1 else value.reshape(-1).tolist()
+                beyond = not all(low <= x <= high for x in flat)  # NaN: beyond too
+            else:
+                least, most = torch.aminmax(value)
+                beyond = not (low <= least.item() and most.item() <= high)
+        else:
+            beyond = bool(torch.logical_or(value < low, value > high).any())  # one sync
+        if beyond:
             if strict:
                 raise ValueError(
                     f"{type(env).__name__}: action {key!r} has values beyond its spec's bounds "

@@ -72,6 +72,7 @@ class EnvBase:
 
     batch_locked = True  # False: the env accepts any leading batch in step/reset
     _requires_reset = True
+    _bounds_per_batch = False  # True inside a rollout, which checks the action bounds at its end
 
     # -- the contract ----------------------------------------------------------------
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
@@ -356,8 +357,8 @@ class EnvBase:
         checking = not self._checked_action
         if checking:
             self._check_action(tensordict)
-        elif self.spec_check != "never":  # later steps: float actions against their bounds
-            check_step_bounds(self, tensordict)
+        elif self.spec_check != "never" and not self._bounds_per_batch:
+            check_step_bounds(self, tensordict)  # later steps: float actions against bounds
         next_td = self._step(tensordict)
         if checking:  # the first step's output against the specs (see _step_checks.py)
             check_step_output(self, next_td)
@@ -539,7 +540,11 @@ class EnvBase:
         for t in range(max_steps):
             td = self.rand_action(td) if policy is None else policy(td)
             if fused and t < max_steps - 1:
-                td_step, td = self.step_and_maybe_reset(td)
+                self._bounds_per_batch = True  # checked on the whole rollout below
+                try:
+                    td_step, td = self.step_and_maybe_reset(td)
+                finally:
+                    self._bounds_per_batch = False
                 recorder.record(td_step)
                 continue
             checking = not self._checked_action

@@ -136,11 +136,37 @@ def _positions(index) -> torch.Tensor:
 
 
 def _stack_items(items):
-    if items and all(isinstance(item, TensorDictBase) for item in items):
+    stackable = items and (
+        all(isinstance(item, TensorDictBase) for item in items)
+        or all(isinstance(item, torch.Tensor) for item in items)
+    )
+    if not stackable:
+        return items
+    try:
         return torch.stack(items, 0)
-    if items and all(isinstance(item, torch.Tensor) for item in items):
-        return torch.stack(items, 0)
-    return items
+    except RuntimeError as err:  # items of mixed shapes: name them instead of torch's words
+        raise ValueError(_mixed_shapes_message(items, err)) from None
+
+
+def _mixed_shapes_message(items, err: Exception) -> str:
+    """Which entry has which shape in which of ``items`` (positions in the sample)."""
+    entries = {None: [item for item in items]} if isinstance(items[0], torch.Tensor) else {}
+    if not entries:
+        keys = dict.fromkeys(k for item in items for k in item.keys(True, True))
+        entries = {k: [item.get(k, None) for item in items] for k in keys}
+    for key, values in entries.items():
+        shapes: dict[str, list[int]] = {}
+        for i, value in enumerate(values):
+            text = "absent" if value is None else str(list(value.shape))
+            shapes.setdefault(text, []).append(i)
+        if len(shapes) > 1:
+            what = "the items have" if key is None else f"entry {key!r} has"
+            found = "; ".join(f"{shape} in items {pos[:6]}" for shape, pos in shapes.items())
+            return (
+                f"ListStorage: the sampled items do not stack: {what} shapes {found}. "
+                "Store items of one shape, or sample them as a list (collate_fn=lambda x: x)."
+            )
+    return f"ListStorage: the sampled items do not stack ({err})."
 
 
 class ListStorage(Storage):

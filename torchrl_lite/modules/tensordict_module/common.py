@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 
+import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential, dispatch
 
@@ -71,6 +72,51 @@ def _missing_error(module, key, available, in_keys) -> KeyError:
     )
 
 
+class _InputShapeError(ValueError):
+    """An input whose last dimension the module's first layer does not take."""
+
+
+def input_shape_error(module, tensordict: TensorDictBase, err: Exception) -> ValueError | None:
+    """For torch's ``mat1 and mat2 shapes cannot be multiplied``: a ``ValueError`` naming
+    the module, its in_keys, the shapes it got and the features its first layer takes;
+    None for any other error."""
+    if isinstance(err, _InputShapeError):
+        return err
+    if not isinstance(err, RuntimeError) or "shapes cannot be multiplied" not in str(err):
+        return None
+    layers = module.modules() if isinstance(module, torch.nn.Module) else ()
+    first = next((m for m in layers if isinstance(m, torch.nn.Linear)), None)
+    shapes = ", ".join(
+        f"{key!r} {list(tensordict.get(key).shape)}"
+        for key in module.in_keys
+        if tensordict.get(key, None) is not None
+    )
+    takes = (
+        f"its first layer {first} takes {first.in_features} features in the last dimension"
+        if first is not None and not isinstance(first, torch.nn.LazyLinear)
+        else "its layers take another size"
+    )
+    return _InputShapeError(
+        f"{_describe_module(module)} (in_keys {list(module.in_keys)}) got {shapes}, but "
+        f"{takes} (torch: {err}). Build the network for the input's size, or check the "
+        "entry it reads (e.g. a transform that changed it)."
+    )
+
+
+def sequence_shape_error(sequence, tensordict: TensorDictBase, err: Exception):
+    """:func:`input_shape_error` for the module of ``sequence`` whose first layer does not
+    take the width of its input (prefixed with its place), or None."""
+    if not isinstance(err, RuntimeError) or "shapes cannot be multiplied" not in str(err):
+        return None
+    for index, module in enumerate(_td.module_iter(sequence)):
+        layers = module.modules() if isinstance(module, torch.nn.Module) else ()
+        first = next((m for m in layers if isinstance(m, torch.nn.Linear)), None)
+        value = next((tensordict.get(k, None) for k in module.in_keys), None)
+        if first is not None and value is not None and value.shape[-1:] != (first.in_features,):
+            return _in_sequence(input_shape_error(module, tensordict, err), index, sequence)
+    return None
+
+
 def _checks_own_inputs(module) -> bool:
     return getattr(module, "_checks_own_inputs", False)
 
@@ -97,7 +143,7 @@ def sequence_missing_input_error(sequence, tensordict: TensorDictBase) -> KeyErr
     return None
 
 
-def _in_sequence(err: KeyError, index: int, sequence) -> KeyError:
+def _in_sequence(err: Exception, index: int, sequence) -> Exception:
     err.args = (f"module {index} of {type(sequence).__name__}: {err.args[0]}",)
     return err
 
@@ -107,11 +153,14 @@ def call_checked(sequence, index: int, module, tensordict: TensorDictBase, **kwa
     module becomes a ``KeyError`` naming it and its place in ``sequence``."""
     try:
         return module(tensordict, **kwargs)
-    except _MissingKeyError:
+    except (_MissingKeyError, _InputShapeError):
         raise
-    except Exception:
+    except Exception as err:
         if _checks_own_inputs(module):
             raise
+        shape = input_shape_error(module, tensordict, err)
+        if shape is not None:
+            raise _in_sequence(shape, index, sequence) from None
         missing = missing_input_error(module, tensordict)
         if missing is None:
             raise
@@ -232,6 +281,8 @@ class SafeModule(_SpecMixin, TensorDictModule):
                 None if isinstance(err, _MissingKeyError) else missing_input_error(self, tensordict)
             )
             if missing is None:
+                missing = input_shape_error(self, tensordict, err)
+            if missing is None or missing is err:
                 raise
             raise missing from None
         if self._project_items:

@@ -35,6 +35,7 @@ from torchrl_lite.modules.tensordict_module.common import (
     missing_input_error,
     run_modules,
     sequence_missing_input_error,
+    sequence_shape_error,
 )
 
 __all__ = ["SafeProbabilisticModule", "SafeProbabilisticTensorDictSequential"]
@@ -328,6 +329,8 @@ class SafeProbabilisticTensorDictSequential(ProbabilisticTensorDictSequential):
                 if isinstance(err, _MissingKeyError)
                 else sequence_missing_input_error(self, tensordict)
             )
+            if missing is None:
+                missing = sequence_shape_error(self, tensordict, err)
             if missing is None:
                 raise
             raise missing from None
