@@ -658,3 +658,41 @@ def test_rnd_transform_writes_the_prediction_error_and_loss_trains_it():
     assert predictor.weight.grad is not None
     with pytest.raises(ValueError, match="update_fraction"):
         RNDLoss(predictor, target, update_fraction=1.5)
+
+
+# -- env.train()/eval(), spec[(0,)], TanhNormal(safe_tanh=) ------------------------------------
+def test_env_eval_and_train_reach_the_transforms():
+    from torchrl_lite.envs import GymEnv, RNDTransform, TransformedEnv
+
+    t = RNDTransform(torch.nn.Linear(3, 2), torch.nn.Linear(3, 2), normalize_obs=False)
+    env = TransformedEnv(GymEnv("Pendulum-v1"), t)
+    assert env.eval() is env and not env.training and not t.training
+    before = t.reward_rms.count.clone()
+    env.rollout(3)
+    torch.testing.assert_close(t.reward_rms.count, before)  # frozen statistics in eval mode
+    env.train()
+    assert env.training and t.training and env.base_env.training
+    env.rollout(3)
+    assert t.reward_rms.count > before
+
+
+def test_spec_indexed_with_a_tuple_of_ints_takes_rows_in_turn():
+    from torchrl_lite.envs import GymEnv
+
+    env = GymEnv("CartPole-v1", num_envs=2)
+    spec = env.action_spec  # [2, 2] one-hot
+    assert spec[(0,)] == spec[0]
+    assert spec[()] is spec
+    with pytest.raises(TypeError, match="takes an int"):
+        spec["a"]
+
+
+def test_tanh_normal_accepts_safe_tanh_and_stays_inside_the_bounds():
+    from torchrl_lite.modules import TanhNormal
+
+    for safe in (True, False):
+        dist = TanhNormal(
+            torch.zeros(100, 1), torch.full((100, 1), 20.0), low=-2.0, high=2.0, safe_tanh=safe
+        )
+        a = dist.sample()
+        assert a.abs().max() <= 2.0 and dist.log_prob(a).isfinite().all()

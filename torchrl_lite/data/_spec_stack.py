@@ -401,7 +401,18 @@ def _spec_rows(spec, n: int) -> list:
 
 
 def spec_row(spec, index: int):
-    """``spec[index]``: the spec of row ``index`` of dim 0 (a leaf spec or a Composite)."""
+    """``spec[index]``: the spec of row ``index`` of dim 0 (a leaf spec or a Composite).
+
+    A tuple of ints indexes the leading dims one after the other (``spec[(0, 1)]`` is
+    ``spec[0][1]``; ``spec[()]`` is the spec itself), as TorchRL's scripts write
+    ``spec[(0,) * len(env.batch_size)]``.
+    """
+    if isinstance(index, tuple) and all(
+        isinstance(i, int) and not isinstance(i, bool) for i in index
+    ):
+        for i in index:
+            spec = spec_row(spec, i)
+        return spec
     if isinstance(index, bool) or not isinstance(index, int):
         raise TypeError(f"{type(spec).__name__}[...] takes an int (a row of dim 0), got {index!r}")
     one_hot = isinstance(spec, TensorSpec) and type(spec).__name__ in ("OneHot", "MultiOneHot")

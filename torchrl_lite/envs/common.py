@@ -196,6 +196,19 @@ class EnvBase:
     def done_spec(self, spec: Composite) -> None:
         self.full_done_spec = self._with_batch(spec)
 
+    # -- training mode (TorchRL's envs are nn.Modules: env.train() / env.eval()) -------
+    training = True
+
+    def train(self, mode: bool = True) -> EnvBase:
+        """Set the training mode (stateful transforms, e.g. ``RNDTransform``, update their
+        statistics only in training mode); returns the env."""
+        self.training = bool(mode)
+        return self
+
+    def eval(self) -> EnvBase:
+        """``train(False)``."""
+        return self.train(False)
+
     @property
     def done_keys(self) -> list:
         return self.full_done_spec.keys(True, True)

@@ -138,6 +138,14 @@ class TransformedEnv(EnvBase):
         self.base_env.load_state_dict(state_dict["base"])
         self.transform.load_state_dict(state_dict["transform"])
 
+    def train(self, mode: bool = True) -> TransformedEnv:
+        """Set the training mode of the env, its base env and its transforms."""
+        super().train(mode)
+        self.base_env.train(mode)
+        if self._compose is not None:
+            self._compose.train(mode)
+        return self
+
     # -- the transform list ----------------------------------------------------------
     @property
     def transform(self) -> Compose:

@@ -168,6 +168,8 @@ class TanhNormal(D.Distribution):
         event_dims: trailing dims that form one event (default 1: ``log_prob`` is ``[*B]``).
         min: the seed-era name of ``low`` (TorchRL <= 0.4); give one of them.
         max: the seed-era name of ``high``.
+        safe_tanh: TorchRL's switch for keeping samples off the bounds; accepted (this
+            class always does).
         validate_args: check ``scale > 0`` and a real ``loc`` (ValueError naming the
             parameter); off by default, as it costs a host sync per distribution.
 
@@ -204,7 +206,11 @@ class TanhNormal(D.Distribution):
         *,
         min: float | torch.Tensor | None = None,  # TorchRL <= 0.4 keyword
         max: float | torch.Tensor | None = None,
+        safe_tanh: bool = True,
     ):
+        # TorchRL's safe_tanh keeps samples off the bounds; here log_prob is always computed
+        # safely (see above), so both values give the same distribution
+        self.safe_tanh = bool(safe_tanh)
         low, high = _low_high("TanhNormal", low, high, {"min": min, "max": max})
         loc = _squash_loc(loc, upscale, tanh_loc)
         if not isinstance(scale, torch.Tensor):
