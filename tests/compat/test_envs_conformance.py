@@ -199,3 +199,69 @@ def test_env_creator_state_dict_gives_live_statistics_under_torchrl_names():
     assert set(several.state_dict()) == {"transforms.1._extra_state"}
     with pytest.raises(KeyError, match="holds"):
         several.state_dict()["transforms.1._extra_state"]["lock"]
+
+
+def _pendulum():
+    from torchrl_lite.envs import GymEnv
+
+    return GymEnv("Pendulum-v1")
+
+
+@pytest.mark.parametrize("kind", ["serial", "parallel", "parallel-grouped"])
+def test_batched_env_index_is_a_live_view_of_those_copies(kind):
+    import numpy as np
+
+    from torchrl_lite.envs import ParallelEnv, SerialEnv
+
+    if kind == "serial":
+        env = SerialEnv(3, _pendulum)
+    else:  # grouped: copies 0-1 share a worker process, so a view steps part of a group
+        env = ParallelEnv(3, _pendulum, num_processes=2 if kind.endswith("grouped") else None)
+    alone = [_pendulum() for _ in range(3)]  # the reference: each copy on its own
+    env.set_seed(7)
+    for i, single in enumerate(alone):
+        single.set_seed(7 + i)
+    first = env.reset()
+    for i, single in enumerate(alone):
+        torch.testing.assert_close(first["observation"][i], single.reset()["observation"])
+    view = env[1:]
+    assert view.batch_size == (2,) and env[0].batch_size == (1,)
+    assert env[np.array([0, 2])].batch_size == (2,) and env[torch.tensor([-1])].indices == [2]
+    actions = torch.tensor([[0.5], [-1.0]])
+    out = view.step(view.reset().set("action", actions))
+    for j, i in enumerate([1, 2]):
+        single = alone[i]  # the view's reset resets copies 1 and 2 only
+        want = single.step(single.reset().set("action", actions[j]))["next", "observation"]
+        torch.testing.assert_close(out["next", "observation"][j], want)
+    # copy 0 was neither stepped nor reset by the view
+    full = env.step(first.set("action", torch.zeros(3, 1)))
+    want0 = alone[0].step(TensorDict({"action": torch.zeros(1)}, []))["next", "observation"]
+    torch.testing.assert_close(full["next", "observation"][0], want0)
+    view.close()
+    assert not env.is_closed
+    with pytest.raises(RuntimeError, match=r"view of copies \[1, 2\] is closed"):
+        view.rand_step()
+    other = env[2]
+    env.close()
+    with pytest.raises(RuntimeError, match="belongs to is closed"):
+        other.rand_step()
+
+
+def test_batched_env_index_errors():
+    from torchrl_lite.envs import SerialEnv
+
+    env = SerialEnv(3, _pendulum)
+    with pytest.raises(TypeError, match="mask.nonzero"):
+        env[torch.tensor([True, False, True])]
+    with pytest.raises(IndexError, match="copy index 3 is out of range for a batched env of 3"):
+        env[[0, 3]]
+    with pytest.raises(IndexError, match="selects no copy"):
+        env[3:]
+    with pytest.raises(RuntimeError, match="already closed"):
+        view = env[0]
+        view.close()
+        view.close(raise_if_closed=True)
+    env.close()
+    env.close()  # a no-op by default
+    with pytest.raises(RuntimeError, match="already closed"):
+        env.close(raise_if_closed=True)

@@ -140,11 +140,27 @@ class _BatchedEnv(EnvBase):
             )
         return self._worker_attr(name)
 
-    def close(self) -> None:
-        """Close every copy (``ParallelEnv``: and join the worker processes)."""
+    def __getitem__(self, item):
+        """A live view of some copies (``env[1:]``, ``env[0]``, ``env[np.array([0, 2])]``):
+        see ``_batched_view.py``."""
+        from torchrl_lite.envs._batched_lazy import _LazyBatched
+        from torchrl_lite.envs._batched_view import BatchedEnvView, normalize_index
+
+        self._check_usable()
+        if isinstance(self, _LazyBatched):
+            raise NotImplementedError(
+                f"{type(self).__name__}: copies of different specs (multi-task) cannot be "
+                "indexed; build a batched env over the copies you need instead."
+            )
+        return BatchedEnvView(self, normalize_index(item, self.num_workers))
+
+    def close(self, *, raise_if_closed: bool = False) -> None:
+        """Close every copy (``ParallelEnv``: and join the worker processes); its indexed
+        views become unusable. Closing a closed env does nothing, or raises
+        ``RuntimeError`` with ``raise_if_closed=True`` (TorchRL's default)."""
         if not self.is_closed:
             self._shutdown()
-        super().close()
+        super().close(raise_if_closed=raise_if_closed)
 
     def __repr__(self) -> str:
         return (

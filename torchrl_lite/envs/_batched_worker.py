@@ -12,6 +12,8 @@ Protocol on the worker's pipe (length-prefixed byte messages, no pickling per st
 * ``STEP_RESET``: ``STEP``, then copy the step's ``"done"`` into the ``"_reset"`` mask and
   ``RESET`` those copies (``ParallelEnv.step_and_maybe_reset``: one message, not two).
 * ``SEED + pickle(seed)``: ``set_seed(seed)``, reply ``b""``.
+* ``STEP_SOME + pickle([k, ...])`` and ``SEED_SOME + pickle([(k, seed), ...])``: step
+  (or seed) only the worker's copies ``k`` (an indexed view of the env, ``env[1:]``).
 * ``ATTR + pickle((name, call))``: per copy, read attribute ``name`` (``call`` None) or
   call it with ``call = (args, kwargs)``; reply ``OK + pickle([(kind, value), ...])``
   (kind ``"method"`` with value None when reading a method).
@@ -40,6 +42,7 @@ from torchrl_lite._mp import CloudPickled, error_info, parent_alive, stop_proces
 from torchrl_lite.envs import _batched_utils as U
 
 STEP, RESET, STEP_RESET, SEED, CLOSE, ATTR = b"s", b"r", b"x", b"e", b"c", b"a"
+STEP_SOME, SEED_SOME = b"p", b"d"
 OK, ERROR = b"O", b"E"
 _IDLE_S = 1.0  # how often an idle worker checks that its parent is alive
 _RAW_IO = os.name == "posix" and hasattr(select, "poll")
@@ -160,11 +163,15 @@ class _Loop:
             self.reset_out = [views["reset"][key].numpy() for key in serial._reset_keys]
             self.mask_np = views["mask"].numpy()
             self.done_np = views["step"][K.DONE].numpy()
-        else:
-            self.rows = U.rows([views["input"][key] for key in serial._input_keys], k)
-            self.step_rows = U.rows([views["step"][key] for key in serial._step_keys], k)
-            self.reset_rows = U.rows([views["reset"][key] for key in serial._reset_keys], k)
+        self.rows = U.rows([views["input"][key] for key in serial._input_keys], k)
+        self.step_rows = U.rows([views["step"][key] for key in serial._step_keys], k)
+        self.reset_rows = U.rows([views["reset"][key] for key in serial._reset_keys], k)
         self.mask, self.done = views["mask"], views["step"].get(K.DONE)
+
+    def step_some(self, copies: list[int]) -> None:
+        """Step only ``copies`` (positions among the worker's copies), one by one."""
+        rows, out = [self.rows[k] for k in copies], [self.step_rows[k] for k in copies]
+        self.serial._step_into(rows, out, copies=copies)
 
     def step(self) -> None:
         if self.group is not None:
@@ -231,6 +238,11 @@ def _serve(channel, loop: _Loop, parent_pid: int) -> None:
                 loop.reset()
             elif command == SEED:
                 loop.serial.set_seed(pickle.loads(message[1:]))
+            elif command == STEP_SOME:
+                loop.step_some(pickle.loads(message[1:]))
+            elif command == SEED_SOME:
+                for k, seed in pickle.loads(message[1:]):
+                    loop.serial._envs[k].set_seed(seed)
             elif command == ATTR:
                 channel.send(OK + _attr(loop.serial._envs, message[1:]))
                 continue

@@ -136,16 +136,19 @@ class SerialEnv(_BatchedEnv):
         return values
 
     # -- the serial loop (also what each ParallelEnv worker runs) ----------------------
-    def _step_into(self, rows: list, out_rows: list | None = None) -> list | None:
+    def _step_into(self, rows: list, out_rows: list | None = None, copies=None) -> list | None:
         """Step copy ``i`` with ``rows[i]`` (its ``_input_keys`` leaves).
 
         Returns the results' ``_step_keys`` leaves stacked to ``[n, *env_batch, ...]``, or,
         with ``out_rows``, copies copy ``i``'s leaves into ``out_rows[i]`` (views of shared
-        memory in a ParallelEnv worker) and returns None.
+        memory in a ParallelEnv worker) and returns None. With ``copies`` (positions),
+        only those copies step, ``rows[j]`` and ``out_rows[j]`` being copy ``copies[j]``'s.
         """
         keys, results, device = self._input_keys, [], self._env_device
         move = bool(rows and rows[0]) and rows[0][0].device != device
-        for i, (env, values) in enumerate(zip(self._envs, rows)):
+        chosen = range(len(self._envs)) if copies is None else copies
+        for j, (i, values) in enumerate(zip(chosen, rows)):
+            env = self._envs[i]
             if move:
                 values = [v.to(device) for v in values]
             if self._flat_inputs:
@@ -156,7 +159,7 @@ class SerialEnv(_BatchedEnv):
             if out_rows is None:
                 results.append(values)
             else:
-                U.copy_row(out_rows[i], values)
+                U.copy_row(out_rows[j], values)
         return U.stack(results) if out_rows is None else None
 
     def _reset_into(self, mask: torch.Tensor | None, out_rows: list | None = None) -> list | None:
@@ -194,6 +197,27 @@ class SerialEnv(_BatchedEnv):
                     )
                 values[j] = self._state_zeros[key]
         return values
+
+    # -- the copies of an indexed view (see _batched_view.py) ---------------------------
+    def _step_copies(self, copies: list[int], tensordict: TensorDictBase) -> TensorDictBase:
+        self._check_usable()
+        inputs = [tensordict.get(key) for key in self._input_keys]
+        values = self._step_into(U.rows(inputs, len(copies)), copies=copies)
+        return self._copies_td(self._step_keys, values, len(copies))
+
+    def _reset_copies(self, copies: list[int], mask: torch.Tensor | None) -> TensorDictBase:
+        self._check_usable()
+        values = self._reset_into(_copies_mask(self, copies, mask))
+        return self._copies_td(self._reset_keys, [v[copies] for v in values], len(copies))
+
+    def _seed_copies(self, copies: list[int], seed: int) -> None:
+        self._check_usable()
+        for i in copies:
+            seed = self._envs[i].set_seed(seed)
+
+    def _copies_td(self, keys: list, values: list, n: int) -> TensorDictBase:
+        values = [v.to(self.device) for v in values] if self._move_outputs else values
+        return U.td_from_leaves(keys, values, (n, *self._env_batch), self.device, self._flat)
 
     # -- EnvBase hooks -----------------------------------------------------------------
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -260,6 +284,15 @@ class SerialEnv(_BatchedEnv):
 
 def _given(env: EnvBase) -> EnvBase:
     return env
+
+
+def _copies_mask(env, copies: list[int], mask: torch.Tensor | None) -> torch.Tensor:
+    """The ``[n, *env_batch, 1]`` reset mask of ``env`` that resets ``copies`` (where
+    ``mask``, the view's ``[len(copies), *env_batch, 1]`` mask, is set; all of them when
+    None) and no other copy."""
+    full = torch.zeros((*env.batch_size, 1), dtype=torch.bool)
+    full[copies] = True if mask is None else mask.to("cpu", torch.bool).reshape(full[copies].shape)
+    return full
 
 
 def _call_each(methods: list, *args, **kwargs) -> list:
@@ -453,6 +486,41 @@ class ParallelEnv(_WorkerChannels, _BatchedEnv):
         self._reset_workers(tensordict.get(K.RESET, None) if tensordict is not None else None)
         values = [self._export(buf) for buf in self._reset_leaves]
         return U.td_from_leaves(self._reset_keys, values, self.batch_size, self.device)
+
+    # -- the copies of an indexed view (see _batched_view.py) ---------------------------
+    def _step_copies(self, copies: list[int], tensordict: TensorDictBase) -> TensorDictBase:
+        self._check_usable()
+        for key, buf in zip(self._input_keys, self._in_leaves):
+            buf[copies] = tensordict.get(key).to(buf.device)
+        self._command_copies(W.STEP_SOME, copies, lambda local: [k for k, _ in local], "step")
+        values = [buf[copies].to(self.device) for buf in self._step_leaves]
+        return U.td_from_leaves(
+            self._step_keys, values, (len(copies), *self._env_batch), self.device
+        )
+
+    def _reset_copies(self, copies: list[int], mask: torch.Tensor | None) -> TensorDictBase:
+        self._check_usable()
+        self._reset_workers(_copies_mask(self, copies, mask))
+        values = [buf[copies].to(self.device) for buf in self._reset_leaves]
+        return U.td_from_leaves(
+            self._reset_keys, values, (len(copies), *self._env_batch), self.device
+        )
+
+    def _seed_copies(self, copies: list[int], seed: int) -> None:
+        self._check_usable()
+        per_copy = max(1, self._env_batch.numel())
+        seeds = {i: seed + j * per_copy for j, i in enumerate(copies)}
+        self._command_copies(
+            W.SEED_SOME, copies, lambda local: [(k, seeds[i]) for k, i in local], "set_seed"
+        )
+
+    def _command_copies(self, command: bytes, copies: list[int], payload, what: str) -> None:
+        """Send ``command + pickle(payload(local))`` to each worker holding some of
+        ``copies``, ``local`` being ``[(position in the worker, copy)]``."""
+        for w, (lo, hi) in enumerate(self._groups):
+            local = [(i - lo, i) for i in copies if lo <= i < hi]
+            if local:
+                self._command(command + pickle.dumps(payload(local)), [w], what)
 
     def _step_workers(self) -> None:
         """Step every worker on the shared inputs (inside ``step_and_maybe_reset``, each

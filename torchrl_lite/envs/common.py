@@ -590,7 +590,11 @@ class EnvBase:
         return out
 
     # -- life cycle ------------------------------------------------------------------
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = False) -> None:
+        """Release the env. Closing it again does nothing, or raises ``RuntimeError`` with
+        ``raise_if_closed=True`` (TorchRL's default)."""
+        if self.is_closed and raise_if_closed:
+            raise RuntimeError(f"{type(self).__name__} is already closed")
         self.is_closed = True
 
     def __enter__(self):

@@ -242,10 +242,10 @@ class DMControlWrapper(EnvBase):
             return TensorDict(entries, batch_size=self.batch_size, device=self.device)
         return _td.new(entries, self.batch_size, self.device)
 
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = False) -> None:
         if not self.is_closed:
             self._env.close()
-        super().close()
+        super().close(raise_if_closed=raise_if_closed)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(env={type(self._env).__name__}, from_pixels={self.from_pixels}, device={self.device})"

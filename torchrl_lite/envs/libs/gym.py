@@ -410,10 +410,20 @@ class GymWrapper(EnvBase):
         self._pending_seed = state_dict["pending_seed"]
         self._last_obs = None
 
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = False) -> None:
         if not self.is_closed:
             self._env.close()
-        super().close()
+        super().close(raise_if_closed=raise_if_closed)
+
+    def start(self) -> None:
+        """Use the env again after ``close()``, as TorchRL allows: a gymnasium env's
+        ``close`` only releases its renderer. A closed vector env's workers are gone."""
+        if self.is_closed and self.vectorized:
+            raise RuntimeError(
+                f"{type(self).__name__}: a closed vector env cannot start again (its workers "
+                "were stopped); build a new one."
+            )
+        self.is_closed = False
 
     def __repr__(self) -> str:
         spec = getattr(self._env, "spec", None)

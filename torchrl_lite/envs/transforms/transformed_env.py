@@ -289,10 +289,10 @@ class TransformedEnv(EnvBase):
         return view
 
     # -- life cycle ------------------------------------------------------------------
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = False) -> None:
         if not self.is_closed:
             self.base_env.close()
-        super().close()
+        super().close(raise_if_closed=raise_if_closed)
 
     def __getattr__(self, name: str):
         # attributes the wrapped env has and this one does not (env_name, render, ...)
