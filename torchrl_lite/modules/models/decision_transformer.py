@@ -56,6 +56,8 @@ class DecisionTransformer(nn.Module):
         state_std: ``[S]`` the centred observation is divided by (None: one). Both are
             buffers of the model, so training, acting and checkpoints use the same
             normalization.
+        n_inner: width of each block's MLP (default ``4 * hidden``).
+        activation: the MLP's activation, ``"gelu"`` or ``"relu"``.
 
     Example:
         >>> net = DecisionTransformer(3, 1, context_length=4, hidden=16, n_layer=1)
@@ -78,6 +80,8 @@ class DecisionTransformer(nn.Module):
         dropout: float = 0.1,
         state_mean=None,
         state_std=None,
+        n_inner: int | None = None,
+        activation: str = "gelu",
     ):
         super().__init__()
         for name, value in (("context_length", context_length), ("max_timestep", max_timestep)):
@@ -96,9 +100,13 @@ class DecisionTransformer(nn.Module):
         self.embed_action = nn.Linear(self.action_dim, hidden)
         self.embed_norm = nn.LayerNorm(hidden)
         self.drop = nn.Dropout(dropout)
+        if activation not in ("gelu", "relu"):
+            raise ValueError(
+                f"DecisionTransformer: activation must be 'gelu' or 'relu', got {activation!r}."
+            )
         layer = nn.TransformerEncoderLayer(
-            hidden, n_head, 4 * hidden, dropout, activation="gelu", batch_first=True,
-            norm_first=True,
+            hidden, n_head, n_inner or 4 * hidden, dropout, activation=activation,
+            batch_first=True, norm_first=True,
         )  # fmt: skip
         self.blocks = nn.TransformerEncoder(layer, n_layer, enable_nested_tensor=False)
         self.final_norm = nn.LayerNorm(hidden)

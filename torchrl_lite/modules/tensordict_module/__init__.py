@@ -14,6 +14,7 @@ from torchrl_lite.modules.tensordict_module.actors import (
 )
 from torchrl_lite.modules.tensordict_module.clipped import ClippedProbabilisticActor
 from torchrl_lite.modules.tensordict_module.common import SafeModule, SafeSequential
+from torchrl_lite.modules.tensordict_module.dt_inference import DecisionTransformerInferenceWrapper
 from torchrl_lite.modules.tensordict_module.exploration import (
     AdditiveGaussianModule,
     AdditiveGaussianWrapper,
@@ -32,6 +33,7 @@ from torchrl_lite.modules.tensordict_module.probabilistic import (
 from torchrl_lite.modules.tensordict_module.tanh import TanhModule
 
 __all__ = [
+    "DecisionTransformerInferenceWrapper",
     "Actor",
     "ActorCriticOperator",
     "ActorCriticWrapper",
