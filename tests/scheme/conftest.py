@@ -20,8 +20,21 @@ def init_session_ray():
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     cloudpickle.register_pickle_by_value(doubles)  # the workers need not import tests/
     if not ray.is_initialized():
-        ray.init(**RAY_ARGS)
+        start_ray(ray, **RAY_ARGS)
     return ray
+
+
+def start_ray(ray, attempts: int = 3, **kwargs) -> None:
+    """``ray.init(**kwargs)``, tried again when Ray's node misses its fixed 30 s start-up
+    limit (it does on a 2-core machine busy with other work)."""
+    for attempt in range(attempts):
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as err:  # Ray raises a bare Exception for this
+            if "timed out during startup" not in str(err) or attempt + 1 == attempts:
+                raise
+            ray.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -235,7 +235,9 @@ class RayCollector(DataCollectorBase):
         self.max_weight_update_interval = max_weight_update_interval
         self.events: list[str] = []
         require_ray(ray_init_config)
-        check_resources([("remote_configs", 1, r) for r in resources])
+        per_worker = isinstance(remote_configs, (list, tuple))
+        check_resources([("remote_configs", 1, r) for r in resources] if per_worker
+                        else [("remote_configs", count, resources[0])])  # fmt: skip
         frames = frames_per_batch // count if sync else frames_per_batch
         kwargs = [dict(k or {}) for k in kwargs]
         per = num_workers_per_collector
@@ -247,7 +249,7 @@ class RayCollector(DataCollectorBase):
 
         self.group = WorkerGroup(
             "remote collector", RolloutWorker, args_for, count,
-            resources if isinstance(remote_configs, (list, tuple)) else resources[0],
+            resources if per_worker else resources[0],
             max_restarts, timeout, on_event=self.events.append, channel=channel,
             owner=f"a RayCollector (num_collectors={count}) built at {user_site()} (close it "
             f"with collector.shutdown(), or build it in a `with` block)",
