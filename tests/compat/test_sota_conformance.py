@@ -696,3 +696,38 @@ def test_tanh_normal_accepts_safe_tanh_and_stays_inside_the_bounds():
         )
         a = dist.sample()
         assert a.abs().max() <= 2.0 and dist.log_prob(a).isfinite().all()
+
+
+def test_clip_ppo_clip_epsilon_is_a_buffer_annealed_in_place():
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+
+    from torchrl_lite.modules import ProbabilisticActor, TanhNormal
+    from torchrl_lite.objectives import ClipPPOLoss
+
+    torch.manual_seed(0)
+    actor = ProbabilisticActor(
+        TensorDictModule(
+            torch.nn.Sequential(torch.nn.Linear(3, 2), NormalParamExtractor()),
+            ["observation"],
+            ["loc", "scale"],
+        ),
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+        return_log_prob=True,
+    )
+    loss = ClipPPOLoss(actor, None, clip_epsilon=0.2)
+    assert "clip_epsilon" in dict(loss.named_buffers())
+    td = TensorDict(
+        observation=torch.randn(64, 3),
+        action=torch.rand(64, 1) * 1.8 - 0.9,
+        sample_log_prob=torch.randn(64),
+        advantage=torch.randn(64, 1),
+        batch_size=[64],
+    )
+    with torch.no_grad():
+        ratio = (actor.get_dist(td).log_prob(td["action"]) - td["sample_log_prob"]).exp()
+    for eps in (0.2, 0.05):
+        loss.clip_epsilon.copy_(eps)
+        out = loss(td.clone())
+        expected = ((ratio - 1).abs() > eps).float().mean()
+        torch.testing.assert_close(out["clip_fraction"], expected)

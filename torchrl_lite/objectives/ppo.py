@@ -181,7 +181,8 @@ class ClipPPOLoss(PPOLoss):
         elif kwargs.get("clip_value") is False:
             kwargs["clip_value"] = None
         super().__init__(actor_network, critic_network, **kwargs)
-        self.clip_epsilon = float(clip_epsilon)
+        # a buffer, as in TorchRL: scripts anneal it in place (loss.clip_epsilon.copy_(...))
+        self.register_buffer("clip_epsilon", torch.tensor(float(clip_epsilon)))
 
     @property
     def out_keys(self) -> list:
