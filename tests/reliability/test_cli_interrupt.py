@@ -114,3 +114,28 @@ def test_the_message_after_ctrl_c_reads_what_is_on_disk(tmp_path):
     (out / "checkpoint" / "meta.json").write_text('{"collected_frames": 2048}')
     message = run_folder.interrupted_message(out, aborted=True)
     assert message.startswith("aborted (second Ctrl-C)") and "holds 2048 frames" in message
+
+
+def test_sigint_on_the_scheme_path_saves_and_resumes(tmp_path):
+    out = tmp_path / "run"
+    proc = start(out, "frames_per_batch=256", "--col-workers", "1", "--grad-workers", "1")
+    wait_for_steps(proc, out, 2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    said = int(re.search(r"interrupted: the checkpoint in \S+ holds (\d+) frames", stderr)[1])
+    summary = json.loads((out / "summary.json").read_text())
+    assert said == summary["frames"] == logged_steps(out)[-1]
+    assert (out / "actor_critic.state_dict").is_file()
+    resumed = subprocess.run(
+        [sys.executable, "-m", "torchrl_lite", "train", "--resume", str(out),
+         "--frames", str(said + 512), "--quiet"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    steps = logged_steps(out)
+    assert len(steps) == len(set(steps)) and steps[-1] == said + 512
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["segment_seconds"]) == 2
+    assert summary["seconds"] >= sum(summary["segment_seconds"]) - 0.2
