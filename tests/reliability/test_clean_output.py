@@ -50,10 +50,14 @@ def read_video(path) -> np.ndarray:
 
 def test_cli_video_is_padded_not_rescaled_and_silent(tmp_path, capfd):
     pytest.importorskip("imageio_ffmpeg")
-    from torchrl_lite.cli import _write_video
+    import torch
 
-    frames = np.full((3, 400, 600, 3), 200, dtype=np.uint8)
-    _write_video(str(tmp_path / "v.mp4"), frames)
+    from torchrl_lite.record._video_sink import VideoSink
+
+    sink = VideoSink(tmp_path / "v.mp4")  # what `eval --video` streams the frames through
+    for _ in range(3):
+        sink._write(torch.full((400, 600, 3), 200, dtype=torch.uint8))
+    sink.finish()
     err = capfd.readouterr().err
     assert "macro_block_size" not in err and "resizing" not in err, err
     video = read_video(tmp_path / "v.mp4")
