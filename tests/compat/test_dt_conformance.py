@@ -105,3 +105,25 @@ def test_inference_wrapper_masks_the_old_context_and_keeps_the_last_step():
         policy.set_tensor_keys(reward="r")
     with pytest.raises(ValueError, match="inference_context must be >= 1"):
         DecisionTransformerInferenceWrapper(module, inference_context=0)
+
+
+def test_v04_exploration_mode_names_are_aliases():
+    from tensordict.nn import TensorDictModule
+
+    from torchrl_lite.envs.utils import (
+        ExplorationType,
+        exploration_type,
+        set_exploration_mode,
+        set_exploration_type,
+    )
+    from torchrl_lite.modules import ProbabilisticActor, TanhNormal
+
+    assert set_exploration_mode is set_exploration_type
+    with set_exploration_mode("random"):
+        assert exploration_type() == ExplorationType.RANDOM
+    module = TensorDictModule(lambda x: (x, x.exp()), ["observation"], ["loc", "scale"])
+    actor = ProbabilisticActor(module, in_keys=["loc", "scale"], distribution_class=TanhNormal,
+                               default_interaction_mode="random", cache_dist=False)  # fmt: skip
+    td = TensorDict(observation=torch.zeros(500, 1), batch_size=[500])
+    # outside any exploration block the actor samples (the random default), not the mode
+    assert actor(td)["action"].std() > 0.1

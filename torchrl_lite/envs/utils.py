@@ -280,3 +280,8 @@ from torchrl_lite.modules.tensordict_module.exploration import (  # noqa: E402
 )
 
 __all__ += ["ExplorationType", "exploration_type", "set_exploration_type"]
+
+set_exploration_mode = set_exploration_type
+"""TorchRL v0.4's name: ``set_exploration_mode("random")`` is ``set_exploration_type``."""
+
+__all__ += ["set_exploration_mode"]

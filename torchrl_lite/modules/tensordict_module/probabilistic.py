@@ -108,6 +108,9 @@ class SafeProbabilisticModule(_SpecMixin, ProbabilisticTensorDictModule):
         n_empirical_estimate: samples averaged for ``MEAN`` when the distribution has
             no closed-form mean.
         num_samples: draw this many values per call (extra leading dims).
+        default_interaction_mode: TorchRL v0.4's name of ``default_interaction_type``
+            (a string such as ``"random"``); it wins when given.
+        cache_dist: accepted for TorchRL's signature (the distribution is rebuilt per call).
 
     Example:
         >>> from tensordict import TensorDict
@@ -131,7 +134,12 @@ class SafeProbabilisticModule(_SpecMixin, ProbabilisticTensorDictModule):
         log_prob_key=K.SAMPLE_LOG_PROB,
         n_empirical_estimate: int = 1000,
         num_samples=None,
+        default_interaction_mode: str | None = None,
+        cache_dist: bool = False,
     ):
+        if default_interaction_mode is not None:  # TorchRL v0.4's name for the same setting
+            default_interaction_type = InteractionType(default_interaction_mode)
+        del cache_dist  # distributions are rebuilt on each call; nothing to cache
         out_keys = [K.ACTION] if out_keys is None else out_keys
         out_keys = [out_keys] if isinstance(out_keys, (str, tuple)) else list(out_keys)
         distribution_kwargs = {} if distribution_kwargs is None else distribution_kwargs
