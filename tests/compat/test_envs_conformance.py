@@ -265,3 +265,78 @@ def test_batched_env_index_errors():
     env.close()  # a no-op by default
     with pytest.raises(RuntimeError, match="already closed"):
         env.close(raise_if_closed=True)
+
+
+def test_next_state_reconstructor_against_a_row_loop():
+    from torchrl_lite.envs.transforms import NextStateReconstructor
+
+    torch.manual_seed(0)
+    n = 12
+    traj = torch.tensor([0, 0, 0, 1, 1, 1, 1, 2, 2, 0, 0, 0])  # row 9 repeats trajectory 0
+    done = torch.zeros(n, 1, dtype=torch.bool)
+    done[8] = done[2] = True
+    obs = torch.randn(n, 3)
+    td = TensorDict(
+        {"observation": obs, ("next", "done"): done, ("collector", "traj_ids"): traj}, [n]
+    )
+    out = NextStateReconstructor()(td.clone())["next", "observation"]
+    for i in range(n):  # the reference: row by row
+        continues = i + 1 < n and traj[i + 1] == traj[i] and not done[i]
+        if continues:
+            assert torch.equal(out[i], obs[i + 1])
+        else:
+            assert torch.isnan(out[i]).all()
+    # rows 2 -> 3 change trajectory; row 2 is also done; row 8 -> 9 too
+    ints = TensorDict({"observation": torch.arange(4).unsqueeze(-1)}, [4])
+    rebuilt = NextStateReconstructor(traj_key=None, done_key=None, fill_value=-1)(ints)
+    assert rebuilt["next", "observation"].flatten().tolist() == [1, 2, 3, -1]
+    with pytest.raises(TypeError, match="cannot hold NaN; pass an integer fill_value"):
+        NextStateReconstructor(traj_key=None, done_key=None)(ints)
+    with pytest.raises(KeyError, match=r"no traj key \('collector', 'traj_ids'\)"):
+        NextStateReconstructor(done_key=None)(TensorDict({"observation": obs}, [n]))
+    loose = NextStateReconstructor(strict=False)(TensorDict({"observation": obs}, [n]))
+    assert torch.equal(loose["next", "observation"][:-1], obs[1:])
+    with pytest.raises(ValueError, match=r"flat \[B\] sample"):
+        NextStateReconstructor()(td.reshape(3, 4))
+
+
+def test_next_observation_delta_env_side_and_buffer_side():
+    from torchrl_lite.collectors import SyncDataCollector
+    from torchrl_lite.envs import GymEnv, SerialEnv, TransformedEnv
+    from torchrl_lite.envs.transforms import NextObservationDelta
+
+    plain, env = (
+        GymEnv("Pendulum-v1"),
+        TransformedEnv(GymEnv("Pendulum-v1"), NextObservationDelta()),
+    )
+    plain.set_seed(3)
+    env.set_seed(3)
+    torch.manual_seed(0)
+    want = plain.rollout(6)
+    torch.manual_seed(0)
+    got = env.rollout(6)
+    assert ("next", "observation") not in got.keys(True) and "delta" not in got.keys()
+    delta = got["next", "delta", "observation"]
+    assert delta.dtype == torch.float16
+    torch.testing.assert_close(got["observation"], want["observation"])  # the full obs
+    torch.testing.assert_close(delta, (want["next", "observation"] - want["observation"]).half())
+    rebuilt = NextObservationDelta(in_keys=["observation"])(got.clone())
+    assert ("next", "delta") not in rebuilt.keys(True)
+    assert rebuilt["next", "observation"].dtype == torch.float32
+    torch.testing.assert_close(
+        rebuilt["next", "observation"], want["next", "observation"], atol=2e-2, rtol=1e-3
+    )
+    kept = NextObservationDelta(in_keys=["observation"], drop_delta=False)(got.clone())
+    assert ("next", "delta", "observation") in kept.keys(True)
+    # a collector records the compact steps too
+    collector = SyncDataCollector(env, None, frames_per_batch=8, total_frames=8)
+    batch = next(iter(collector))
+    collector.shutdown()
+    assert ("next", "observation") not in batch.keys(True)
+    assert batch["next", "delta", "observation"].shape == (8, 3)
+    with pytest.raises(TypeError, match="Wrap the batched env instead"):
+        SerialEnv(2, lambda: TransformedEnv(GymEnv("Pendulum-v1"), NextObservationDelta()))
+    with pytest.raises(ValueError, match="needs in_keys"):
+        NextObservationDelta()(got)
+    with pytest.raises(ValueError, match="delta_dtype must be a floating torch dtype"):
+        NextObservationDelta(delta_dtype=torch.int8)

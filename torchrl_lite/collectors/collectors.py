@@ -258,6 +258,7 @@ class SyncDataCollector(DataCollectorBase):
         batched = bool(env.batch_size)
         truncating = self.max_frames_per_traj is not None
         next_root, reset_done = self._next_root, self._reset_done
+        post_hook = env._post_step_mdp_hook()
         # after the first batch's checks, a plain TensorDictModule is called directly
         fast = None if check or self._cast else _td.module_caller(self.policy)
         policy_call = fast or self._policy_call
@@ -289,6 +290,9 @@ class SyncDataCollector(DataCollectorBase):
                 if truncating:
                     self._truncate(next_td)
                 _td.set(td, K.NEXT, next_td)
+                root = next_root(td, next_td)
+                if post_hook is not None:  # e.g. NextObservationDelta edits the recorded step
+                    post_hook(td, root)
                 ids = self._traj_ids
                 if t == 0:
                     rec.begin(td, ids, defaults)
@@ -298,7 +302,7 @@ class SyncDataCollector(DataCollectorBase):
                     raise KeyError(
                         f"The env's step returned no 'done': {list(next_td.keys(True, True))}"
                     )
-                td = next_root(td, next_td)
+                td = root
                 if self.reset_when_done and (bool(done.any()) if batched else bool(done)):
                     td = reset_done(td, done)
         if check:

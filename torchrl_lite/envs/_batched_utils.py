@@ -41,6 +41,12 @@ def env_info(env: EnvBase) -> EnvInfo:
         raise TypeError(
             f"create_env_fn must return an EnvBase (e.g. GymEnv), got {type(env).__name__}"
         )
+    if env._post_step_mdp_hook() is not None:
+        raise TypeError(
+            f"the env copy {env!r} has a transform that edits each recorded step (e.g. "
+            "NextObservationDelta); a batched env does not run it. Wrap the batched env "
+            "instead: TransformedEnv(ParallelEnv(n, make_env), NextObservationDelta())."
+        )
     specs = {name: getattr(env, name) for name in SPEC_NAMES}
     return EnvInfo(specs, torch.Size(env.batch_size), torch.device(env.device), repr(env))
 

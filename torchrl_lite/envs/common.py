@@ -390,6 +390,12 @@ class EnvBase:
         """
         return None
 
+    def _post_step_mdp_hook(self):
+        """A callable ``(step_td, next_root) -> None`` that every stepping loop runs after
+        ``step_mdp`` and before recording the step, or None (the default). TransformedEnv
+        returns its transforms' ``_post_step_mdp`` (``NextObservationDelta``)."""
+        return None
+
     def _numpy_stepper(self):
         """An object that steps this env at the numpy level, or None (the default).
 
@@ -425,6 +431,9 @@ class EnvBase:
         """
         tensordict = self.step(tensordict)
         root = step_mdp(tensordict)
+        hook = self._post_step_mdp_hook()
+        if hook is not None:
+            hook(tensordict, root)
         done = _get(root, K.DONE)
         if done is None:
             raise KeyError(missing_key_message(K.DONE, root.keys(True, True)))
@@ -540,6 +549,7 @@ class EnvBase:
                 return out
         recorder = StepRecorder(max_steps)
         batch_dims = len(td.batch_size)
+        hook = self._post_step_mdp_hook()
         # without a break condition or a callback (which must see the env before the
         # reset), each step but the last goes through step_and_maybe_reset: the same
         # step, step_mdp and reset of the done sub-envs, which ParallelEnv does in one
@@ -567,6 +577,10 @@ class EnvBase:
             if checking:
                 check_step_output(self, next_td)
             set_next(td, next_td)
+            root = None
+            if hook is not None:  # it may drop entries from the recorded step
+                root = step_mdp(td)
+                hook(td, root)
             recorder.record(td)
             if callback is not None:
                 callback(self, td)
@@ -580,7 +594,7 @@ class EnvBase:
                 break
             if t == max_steps - 1:
                 break
-            td = step_mdp(td)
+            td = step_mdp(td) if root is None else root
             if any_done:
                 if batch_dims:
                     td.set(K.RESET, done.clone())

@@ -14,6 +14,7 @@ from torchrl_lite.envs.transforms.episode import (
 from torchrl_lite.envs.transforms.frames import CatFrames, TimeMaxPool
 from torchrl_lite.envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImage
 from torchrl_lite.envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTransform
+from torchrl_lite.envs.transforms.next_obs import NextObservationDelta, NextStateReconstructor
 from torchrl_lite.envs.transforms.observation import (
     DoubleToFloat,
     DTypeCastTransform,
@@ -77,4 +78,6 @@ __all__ = [
     "EndOfLifeTransform",
     "RNDTransform",
     "SignTransform",
+    "NextObservationDelta",
+    "NextStateReconstructor",
 ]

@@ -14,6 +14,7 @@ numpy form, random rollouts and collector batches skip the per-step TensorDicts
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
 
 from tensordict import TensorDictBase
@@ -258,6 +259,10 @@ class TransformedEnv(EnvBase):
         )
         self.batch_size = chain[-1].batch_size  # BatchSizeTransform may change it
         self._inv_transforms = tuple(t for t in reversed(self._active) if t._has_inverse())
+        hooks = [t._post_step_mdp for t in self._active if _has_post_hook(t)]
+        inner = self.base_env._post_step_mdp_hook()
+        hooks = ([inner] if inner is not None else []) + hooks
+        self._post_hook = None if not hooks else functools.partial(_run_hooks, tuple(hooks))
         self._chain = chain
         self._views = {}
         final = chain[-1]
@@ -267,6 +272,10 @@ class TransformedEnv(EnvBase):
         self.full_action_spec = final.action
         self.full_state_spec = final.state
         self._checked_action = self.spec_check == "never"
+
+    def _post_step_mdp_hook(self):
+        """The transforms' ``_post_step_mdp`` hooks (and the wrapped env's), or None."""
+        return self._post_hook
 
     def _refresh(self) -> None:
         """Recompute the specs (a transform's output specs changed)."""
@@ -359,3 +368,12 @@ def skipped_transforms(env) -> list:
         out.extend((t, t._absent) for t in env._transforms if t._absent is not None)
         env = env.base_env
     return out
+
+
+def _has_post_hook(transform: Transform) -> bool:
+    return type(transform)._post_step_mdp is not Transform._post_step_mdp
+
+
+def _run_hooks(hooks: tuple, tensordict: TensorDictBase, root: TensorDictBase) -> None:
+    for hook in hooks:
+        hook(tensordict, root)

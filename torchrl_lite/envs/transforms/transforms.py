@@ -142,6 +142,11 @@ class Transform(nn.Module):
         """
         return []
 
+    def _post_step_mdp(self, tensordict: TensorDictBase, root: TensorDictBase) -> None:
+        """After each ``step_mdp``: ``tensordict`` is the step as recorded (with ``"next"``),
+        ``root`` the next step's input. A transform that overrides it (e.g.
+        ``NextObservationDelta``) can only run outside batched envs."""
+
     def _shared_state(self) -> TensorDictBase | None:
         """State that copies of this transform in other processes may share (``EnvCreator``
         puts it in shared memory): a TensorDict updated in place, or None."""
