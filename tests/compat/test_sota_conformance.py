@@ -731,3 +731,126 @@ def test_clip_ppo_clip_epsilon_is_a_buffer_annealed_in_place():
         out = loss(td.clone())
         expected = ((ratio - 1).abs() > eps).float().mean()
         torch.testing.assert_close(out["clip_fraction"], expected)
+
+
+# -- REDQ script stack -------------------------------------------------------------------------
+def test_redq_script_import_paths_resolve():
+    from torchrl_lite.data.utils import DEVICE_TYPING
+    from torchrl_lite.trainers import LogValidationReward as hook
+    from torchrl_lite.trainers.trainers import LogValidationReward, ReplayBufferTrainer, Trainer
+
+    assert LogValidationReward is hook and ReplayBufferTrainer.__name__ == "ReplayBufferTrainer"
+    assert Trainer.__name__ == "Trainer"
+    assert torch.device in DEVICE_TYPING.__args__
+    import torchrl_lite.trainers.trainers as tt
+
+    with pytest.raises(AttributeError, match="no attribute 'NotAHook'"):
+        tt.NotAHook  # noqa: B018
+
+
+def test_sync_collector_helpers_group_env_constructors():
+    from torchrl_lite.collectors import MultiaSyncDataCollector, MultiSyncDataCollector
+    from torchrl_lite.envs import GymEnv
+    from torchrl_lite.trainers.helpers import sync_async_collector, sync_sync_collector
+    from torchrl_lite.trainers.helpers.collectors import _group_env_fns
+
+    def make():
+        return GymEnv("Pendulum-v1")
+
+    fns, kws = _group_env_fns(make, {}, 1, 3, "t")
+    assert fns == [make] * 3 and kws == [{}, {}, {}]
+    fns, kws = _group_env_fns([make] * 4, None, 2, None, "t")
+    assert len(fns) == 2 and kws is None and fns[0]().batch_size == (2,)
+    with pytest.raises(ValueError, match="pass both"):
+        _group_env_fns(make, {}, None, 2, "t")
+    c = sync_sync_collector(
+        make,
+        {},
+        None,
+        num_env_per_collector=1,
+        num_collectors=2,
+        frames_per_batch=8,
+        total_frames=8,
+    )
+    assert isinstance(c, MultiSyncDataCollector) and c.num_workers == 2
+    assert next(iter(c)).numel() == 8
+    c.shutdown()
+    c = sync_async_collector(
+        make,
+        {},
+        None,
+        num_env_per_collector=1,
+        num_collectors=2,
+        frames_per_batch=8,
+        total_frames=8,
+    )
+    assert isinstance(c, MultiaSyncDataCollector)
+    c.shutdown()
+
+
+def test_redq_loss_deprecated_is_redq_with_the_old_temperature_bounds():
+    from tensordict.nn import TensorDictModule
+
+    from torchrl_lite.modules import MLP, ValueOperator
+    from torchrl_lite.objectives import REDQLoss
+    from torchrl_lite.objectives.deprecated import REDQLoss_deprecated
+
+    actor, td = _actor_and_batch()
+    q = ValueOperator(MLP(in_features=4, out_features=1, num_cells=[8]), ["observation", "action"])
+    loss = REDQLoss_deprecated(
+        actor, q, num_qvalue_nets=4, loss_function="smooth_l1", delay_qvalue=True
+    )
+    assert isinstance(loss, REDQLoss)
+    with torch.no_grad():
+        loss.log_alpha.fill_(10.0)
+    assert float(loss._alpha()) == pytest.approx(10.0)  # clamped to max_alpha
+    assert {"loss_actor", "loss_qvalue"} <= set(loss(td).keys())
+    with pytest.raises(ValueError, match="gSDE"):
+        REDQLoss_deprecated(actor, q, gSDE=True)
+    assert isinstance(q, TensorDictModule)
+
+
+def test_safe_tanh_transform_round_trips_at_the_bounds():
+    from torchrl_lite.modules.distributions.continuous import SafeTanhTransform
+
+    t = SafeTanhTransform()
+    x = torch.tensor([-40.0, -1.0, 0.0, 0.5, 40.0])
+    y = t(x)
+    assert (y.abs() < 1).all()
+    torch.testing.assert_close(t.inv(y)[1:4], x[1:4])
+    assert t.inv(y).isfinite().all()
+
+
+def test_ddpg_cnn_nets_shapes_and_action_input():
+    from torchrl_lite.modules import DdpgCnnActor, DdpgCnnQNet
+
+    actor = DdpgCnnActor(3)
+    action, hidden = actor(torch.zeros(2, 3, 64, 64))
+    assert action.shape == (2, 3) and hidden.shape == (2, 64)
+    q = DdpgCnnQNet()
+    obs = torch.randn(2, 3, 32, 32)
+    v1, v2 = q(obs, torch.zeros(2, 3)), q(obs, torch.ones(2, 3))
+    assert v1.shape == (2, 1) and not torch.equal(v1, v2)  # the action reaches the MLP
+
+
+def test_gsde_module_matches_its_formula_and_noise_primer():
+    from torchrl_lite.envs import GymEnv, TransformedEnv, gSDENoise
+    from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
+    from torchrl_lite.modules.models.exploration import LazygSDEModule
+
+    torch.manual_seed(0)
+    m = LazygSDEModule()
+    mu, state, eps = torch.randn(4, 2), torch.randn(4, 3), torch.randn(4, 2, 3)
+    with set_exploration_type(ExplorationType.RANDOM):
+        _, std, action, eps_out = m(mu, state, eps)
+    sigma = torch.nn.functional.softplus(m.log_sigma).clamp(0.01, 10.0)
+    expected = mu + torch.einsum("bas,bs->ba", sigma * eps, state)
+    torch.testing.assert_close(action, expected)
+    torch.testing.assert_close(std, (sigma * state[:, None, :]).pow(2).sum(-1).sqrt())
+    assert eps_out is eps
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        torch.testing.assert_close(m(mu, state, eps)[2], mu)
+    env = TransformedEnv(GymEnv("Pendulum-v1"), gSDENoise(action_dim=1, state_dim=3))
+    td = env.rollout(4)
+    assert td["_eps_gSDE"].shape == (4, 1, 3)
+    assert (td["_eps_gSDE"] == td["_eps_gSDE"][0]).all()  # constant within the episode

@@ -21,6 +21,8 @@ from torchrl_lite.modules.distributions import (
 from torchrl_lite.modules.models import (
     MLP,
     ConvNet,
+    DdpgCnnActor,
+    DdpgCnnQNet,
     DdpgMlpActor,
     DdpgMlpQNet,
     DuelingCnnDQNet,
@@ -60,6 +62,8 @@ __all__ = [
     # models
     "MLP",
     "ConvNet",
+    "DdpgCnnActor",
+    "DdpgCnnQNet",
     "DdpgMlpActor",
     "DdpgMlpQNet",
     "DuelingCnnDQNet",
@@ -144,3 +148,8 @@ from torchrl_lite.modules.tensordict_module.dt_inference import (  # noqa: E402
 )
 
 __all__ += ["DTActor", "OnlineDTActor", "DecisionTransformerInferenceWrapper"]
+
+# TorchRL's diffusion policy (DDPM reverse chain)
+from torchrl_lite.modules.tensordict_module.diffusion import DiffusionActor  # noqa: E402
+
+__all__ += ["DiffusionActor"]

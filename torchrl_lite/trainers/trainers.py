@@ -566,3 +566,34 @@ class Trainer:
             f"Trainer(collected_frames={self.collected_frames}/{self.total_frames}, "
             f"optim_steps_per_batch={self.optim_steps_per_batch}, hooks={hooks})"
         )
+
+
+# TorchRL's scripts import the hooks from this module (torchrl.trainers.trainers); they live
+# in hooks.py, log_hooks.py and minibatches.py, imported here on first use (no cycle)
+_HOOK_MODULES = {
+    "torchrl_lite.trainers.hooks": (
+        "ClearCudaCache",
+        "OptimizerHook",
+        "ReplayBufferTrainer",
+        "RewardNormalizer",
+        "TrainerHookBase",
+        "UpdateWeights",
+    ),
+    "torchrl_lite.trainers.log_hooks": (
+        "CountFramesLog",
+        "LogReward",
+        "LogScalar",
+        "LogValidationReward",
+        "Recorder",
+    ),
+    "torchrl_lite.trainers.minibatches": ("BatchSubSampler", "ComputeAdvantage"),
+}
+
+
+def __getattr__(name: str):
+    import importlib
+
+    for module, names in _HOOK_MODULES.items():
+        if name in names:
+            return getattr(importlib.import_module(module), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,7 @@ from torchrl_lite.envs.transforms.episode import (
     StepCounter,
 )
 from torchrl_lite.envs.transforms.frames import CatFrames, TimeMaxPool
+from torchrl_lite.envs.transforms.gsde import gSDENoise
 from torchrl_lite.envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImage
 from torchrl_lite.envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTransform
 from torchrl_lite.envs.transforms.next_obs import NextObservationDelta, NextStateReconstructor
@@ -77,6 +78,7 @@ __all__ = [
     "ClipTransform",
     "EndOfLifeTransform",
     "RNDTransform",
+    "gSDENoise",
     "SignTransform",
     "NextObservationDelta",
     "NextStateReconstructor",

@@ -18,6 +18,8 @@ from torch import nn
 from torch.distributions import constraints
 from torch.nn import functional as F
 
+from torchrl_lite.modules.distributions._safe_tanh import SafeTanhTransform  # noqa: F401
+
 _EMPTY = torch.Size()
 
 __all__ = [

@@ -3,6 +3,7 @@ recurrent TensorDict modules (``LSTMModule``, ``GRUModule``)."""
 
 from torchrl_lite.modules.models.batchrenorm import BatchRenorm1d
 from torchrl_lite.modules.models.ddpg import DdpgMlpActor, DdpgMlpQNet
+from torchrl_lite.modules.models.ddpg_cnn import DdpgCnnActor, DdpgCnnQNet
 from torchrl_lite.modules.models.dreamer import (
     ObsDecoder,
     ObsEncoder,
@@ -27,6 +28,8 @@ from torchrl_lite.modules.models.recurrent import (
 
 __all__ = [
     "BatchRenorm1d",
+    "DdpgCnnActor",
+    "DdpgCnnQNet",
     "MLP",
     "ConvNet",
     "DdpgMlpActor",
