@@ -340,3 +340,75 @@ def test_next_observation_delta_env_side_and_buffer_side():
         NextObservationDelta()(got)
     with pytest.raises(ValueError, match="delta_dtype must be a floating torch dtype"):
         NextObservationDelta(delta_dtype=torch.int8)
+
+
+def test_collector_compact_obs_and_rebuilding_the_next_observation():
+    from torchrl_lite.collectors import SyncDataCollector
+    from torchrl_lite.envs import GymEnv
+    from torchrl_lite.envs.transforms import NextStateReconstructor
+
+    batches = []
+    for compact in (False, True):
+        env = GymEnv("CartPole-v1")
+        env.set_seed(5)
+        torch.manual_seed(5)
+        collector = SyncDataCollector(
+            env, None, frames_per_batch=60, total_frames=60, compact_obs=compact
+        )
+        batches.append(next(iter(collector)))
+        collector.shutdown()
+    full, compact = batches
+    assert set(full.keys(True, True)) - set(compact.keys(True, True)) == {("next", "observation")}
+    torch.testing.assert_close(compact["observation"], full["observation"])
+    torch.testing.assert_close(compact["next", "reward"], full["next", "reward"])
+    rebuilt = NextStateReconstructor()(compact.clone())["next", "observation"]
+    ends = full["next", "done"].squeeze(-1).clone()
+    ends[-1] = True  # the batch's last step has no next row
+    assert torch.isnan(rebuilt[ends]).all() and not torch.isnan(rebuilt[~ends]).any()
+    torch.testing.assert_close(rebuilt[~ends], full["next", "observation"][~ends])
+
+
+def _gae_batch():
+    torch.manual_seed(0)
+    obs = torch.randn(2, 10, 3)
+    next_obs = torch.cat([obs[:, 1:], torch.randn(2, 1, 3)], 1)
+    done = torch.zeros(2, 10, 1, dtype=torch.bool)
+    done[0, 4] = done[1, 9] = True
+    return TensorDict(
+        {
+            "observation": obs,
+            ("next", "observation"): next_obs,
+            ("next", "reward"): torch.randn(2, 10, 1),
+            ("next", "done"): done,
+            ("next", "terminated"): done.clone(),
+        },
+        [2, 10],
+    )
+
+
+def test_gae_chunked_value_calls_and_nan_next_observations():
+    from tensordict.nn import TensorDictModule
+
+    from torchrl_lite.objectives.value import GAE
+
+    net = TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["state_value"])
+    data = _gae_batch()
+    full = GAE(gamma=0.9, lmbda=0.95, value_network=net)(data.clone())["advantage"]
+    for kwargs in ({"num_chunks": 4}, {"value_chunk_size": 7}, {"num_chunk": 3}):
+        chunked = GAE(gamma=0.9, lmbda=0.95, value_network=net, **kwargs)(data.clone())
+        torch.testing.assert_close(chunked["advantage"], full)
+    # a NaN next observation at a terminated step (NextStateReconstructor at an episode
+    # end) gives the advantages of the true one: that next value is masked anyway
+    holes = data.clone()
+    holes["next", "observation"][0, 4] = float("nan")
+    holes["next", "observation"][1, 9] = float("nan")
+    for shifted in (False, True):
+        out = GAE(gamma=0.9, lmbda=0.95, value_network=net, shifted=shifted)(holes.clone())
+        torch.testing.assert_close(out["advantage"], full)
+    assert out["shifted_valid"].all() and out["shifted_valid"].shape == (2, 10)
+    with pytest.raises(ValueError, match="value_chunk_size or num_chunks, not both"):
+        GAE(gamma=0.9, lmbda=0.95, value_network=net, num_chunks=2, value_chunk_size=3)
+    with pytest.raises(ValueError, match="num_chunks must be an int >= 1, got 0"):
+        GAE(gamma=0.9, lmbda=0.95, value_network=net, num_chunks=0)
+    with pytest.raises(ValueError, match="num_chunk=2 and num_chunks=3 differ"):
+        GAE(gamma=0.9, lmbda=0.95, value_network=net, num_chunks=3, num_chunk=2)

@@ -106,6 +106,9 @@ class SyncDataCollector(DataCollectorBase):
         trust_policy: TorchRL's switch to skip wrapping the policy; accepted (a policy is
             used as given here).
         update_at_each_batch: call ``update_policy_weights_()`` before each batch.
+        compact_obs: leave the observation and state entries out of each recorded step's
+            ``"next"`` (they are the next step's root entries within a trajectory); a
+            replay buffer's ``NextStateReconstructor`` rebuilds them at sampling.
 
     Example:
         >>> from torchrl_lite.envs import GymEnv
@@ -140,10 +143,12 @@ class SyncDataCollector(DataCollectorBase):
         cudagraph_policy=False,
         trust_policy: bool = False,
         update_at_each_batch: bool = False,
+        compact_obs: bool = False,
     ):
         owner = type(self).__name__
         policy = compile_policy_in_place(policy, compile_policy, cudagraph_policy, owner)
         self._update_at_each_batch = bool(update_at_each_batch)
+        self.compact_obs = bool(compact_obs)
         self._init_common(
             frames_per_batch, total_frames, init_random_frames, split_trajs, postproc, replay_buffer
         )
@@ -258,7 +263,7 @@ class SyncDataCollector(DataCollectorBase):
         batched = bool(env.batch_size)
         truncating = self.max_frames_per_traj is not None
         next_root, reset_done = self._next_root, self._reset_done
-        post_hook = env._post_step_mdp_hook()
+        post_hook = _with_compact_obs(env) if self.compact_obs else env._post_step_mdp_hook()
         # after the first batch's checks, a plain TensorDictModule is called directly
         fast = None if check or self._cast else _td.module_caller(self.policy)
         policy_call = fast or self._policy_call
@@ -322,6 +327,7 @@ class SyncDataCollector(DataCollectorBase):
             and not self._track_init
             and self.reset_when_done
             and self._td is not None
+            and not self.compact_obs
         )
 
     def _policy_call(self, td: TensorDictBase) -> TensorDictBase:
@@ -564,3 +570,20 @@ def _merge_preset(next_td: TensorDictBase, preset: TensorDictBase) -> None:
     for key, value in preset.items():
         if next_td.get(key, None) is None:
             next_td.set(key, value)
+
+
+def _with_compact_obs(env):
+    """The env's post-step_mdp hook followed by one that drops the observation and state
+    entries from the recorded step's ``"next"`` (``compact_obs=True``)."""
+    inner = env._post_step_mdp_hook()
+    keys = [*env.full_observation_spec.keys(True, True), *env.full_state_spec.keys(True, True)]
+
+    def hook(tensordict, root):
+        if inner is not None:
+            inner(tensordict, root)
+        nxt = tensordict.get(K.NEXT)
+        for key in keys:
+            if nxt.get(key, None) is not None:
+                nxt.pop(key)
+
+    return hook

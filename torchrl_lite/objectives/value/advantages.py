@@ -101,6 +101,15 @@ class ValueEstimatorBase(nn.Module):
         skip_existing: reuse values already in the batch instead of recomputing them.
         average_rewards: standardise the rewards (zero mean, unit std) before use.
         device: accepted for TorchRL's signature (the maths runs where the batch is).
+        value_chunk_size: call the value network on at most this many steps at a time
+            (caps its peak activation memory; the same values).
+        num_chunks: or split each call into this many chunks (``num_chunk``: alias).
+
+    A ``("next", obs)`` entry that is NaN (``NextStateReconstructor`` at a trajectory end)
+    is fed to the value network as the step's own observation, a finite placeholder: at
+    a terminated step its value is masked by ``(1 - terminated)``, at a truncated one it
+    stands in for the missing bootstrap. With ``shifted=True`` every step's next value
+    is exact here (no budget), so the ``"shifted_valid"`` entry written is all True.
     """
 
     # -- the contract ----------------------------------------------------------------
@@ -141,8 +150,24 @@ class ValueEstimatorBase(nn.Module):
         skip_existing: bool = False,
         average_rewards: bool = False,
         device=None,
+        value_chunk_size: int | None = None,
+        num_chunks: int | None = None,
+        num_chunk: int | None = None,
     ):
         super().__init__()
+        if num_chunk is not None and num_chunks is not None and num_chunk != num_chunks:
+            raise ValueError(
+                f"num_chunk={num_chunk} and num_chunks={num_chunks} differ; pass one of them."
+            )
+        num_chunks = num_chunks if num_chunks is not None else num_chunk
+        for name, n in (("value_chunk_size", value_chunk_size), ("num_chunks", num_chunks)):
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+                raise ValueError(f"{type(self).__name__}: {name} must be an int >= 1, got {n!r}")
+        if value_chunk_size is not None and num_chunks is not None:
+            raise ValueError(
+                f"{type(self).__name__}: pass value_chunk_size or num_chunks, not both."
+            )
+        self.value_chunk_size, self.num_chunks = value_chunk_size, num_chunks
         # TorchRL's scripts pass the device of its constant buffers; ours keeps none (the
         # constants follow the batch), so it is only checked
         self.device = None if device is None else torch.device(device)
@@ -202,6 +227,9 @@ class ValueEstimatorBase(nn.Module):
         advantage, target = self._estimate(tensordict, need_value=True)
         tensordict.set(self.tensor_keys.advantage, advantage)
         tensordict.set(self.tensor_keys.value_target, target)
+        if self.shifted and self.value_network is not None:
+            valid = torch.ones(tensordict.batch_size, dtype=torch.bool, device=advantage.device)
+            tensordict.set("shifted_valid", valid)  # [*B, T]: no step dropped (see above)
         return tensordict
 
     def value_estimate(
@@ -286,7 +314,7 @@ class ValueEstimatorBase(nn.Module):
                 value, next_value = self._shifted_values(td)
             else:
                 value = self._call_net(td) if need_value else None
-                next_value = self._call_net(td.get(K.NEXT))
+                next_value = self._call_net(self._next_inputs(td))
             td.set(_next(value_key), next_value)
         if value is not None:
             td.set(value_key, value)
@@ -313,8 +341,32 @@ class ValueEstimatorBase(nn.Module):
                         f"{list(self.value_network.in_keys)}), at the root and under 'next'."
                     )
 
+    def _next_inputs(self, td: TensorDictBase) -> TensorDictBase:
+        """The value network's ``"next"`` inputs, a NaN entry replaced by the root's."""
+        nxt = td.get(K.NEXT).select(*self.value_network.in_keys)
+        for key in self.value_network.in_keys:
+            x = nxt.get(key)
+            if x.is_floating_point():
+                nan = torch.isnan(x)
+                if bool(nan.any()):  # one host sync per key and batch
+                    nxt.set(key, torch.where(nan, td.get(key), x))
+        return nxt
+
     def _call_net(self, td: TensorDictBase) -> torch.Tensor:
-        out = self.value_network(td.select(*self.value_network.in_keys))
+        td = td.select(*self.value_network.in_keys)
+        if self.value_chunk_size is None and self.num_chunks is None:
+            return self._net_value(td)
+        flat = td.reshape(-1)  # [N]
+        n = flat.batch_size[0]
+        if self.num_chunks is not None:
+            chunks = flat.split(max(1, -(-n // self.num_chunks)))
+        else:
+            chunks = flat.split(self.value_chunk_size)
+        value = torch.cat([self._net_value(chunk) for chunk in chunks], 0)  # [N, 1]
+        return value.reshape(*td.batch_size, *value.shape[1:])
+
+    def _net_value(self, td: TensorDictBase) -> torch.Tensor:
+        out = self.value_network(td)
         value = out.get(self.tensor_keys.value, None)
         if value is None:
             raise KeyError(
@@ -345,7 +397,7 @@ class ValueEstimatorBase(nn.Module):
         source[pos] = torch.arange(n, device=done.device)
         source[pos[done] + 1] = n + torch.arange(n_ends, device=done.device)
         root = td.select(*in_keys).reshape(-1)  # [N]
-        last = td.get(K.NEXT).select(*in_keys).reshape(-1)[done]  # [n_ends]
+        last = self._next_inputs(td).reshape(-1)[done]  # [n_ends]
         values = self._call_net(torch.cat([root, last], 0)[source])  # [M, 1]
         shape = (*td.batch_size, 1)
         return values[pos].reshape(shape), values[pos + 1].reshape(shape)
