@@ -854,3 +854,22 @@ def test_gsde_module_matches_its_formula_and_noise_primer():
     td = env.rollout(4)
     assert td["_eps_gSDE"].shape == (4, 1, 3)
     assert (td["_eps_gSDE"] == td["_eps_gSDE"][0]).all()  # constant within the episode
+
+
+def test_td3_and_ddpg_losses_split_into_their_terms_as_forward():
+    from torchrl_lite.modules import MLP, Actor, ValueOperator
+    from torchrl_lite.objectives import DDPGLoss, TD3Loss
+
+    _, td = _actor_and_batch()
+    actor = Actor(MLP(in_features=3, out_features=1, num_cells=[8]), spec=Bounded(-1.0, 1.0, (1,)))
+    q = ValueOperator(MLP(in_features=4, out_features=1, num_cells=[8]), ["observation", "action"])
+    ddpg = DDPGLoss(actor, q)
+    full = ddpg(td.clone())
+    torch.testing.assert_close(ddpg.loss_actor(td.clone())[0], full["loss_actor"])
+    value, meta = ddpg.loss_value(td.clone())
+    torch.testing.assert_close(value, full["loss_value"])
+    assert {"td_error", "pred_value", "target_value"} <= set(meta)
+    td3 = TD3Loss(actor, q, action_spec=Bounded(-1.0, 1.0, (1,)), policy_noise=0.0, noise_clip=0.0)
+    full = td3(td.clone())
+    torch.testing.assert_close(td3.actor_loss(td.clone())[0], full["loss_actor"])
+    torch.testing.assert_close(td3.value_loss(td.clone())[0], full["loss_qvalue"])

@@ -114,16 +114,28 @@ class DDPGLoss(OffPolicyLoss):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         """The DDPG losses on a batch ``[*B]`` (see the class docstring)."""
+        loss_actor, _ = self.loss_actor(tensordict)
+        loss_value, out = self.loss_value(tensordict)
+        return TensorDict(
+            {"loss_actor": loss_actor, "loss_value": loss_value, **out}, batch_size=[]
+        )
+
+    def loss_actor(self, tensordict: TensorDictBase) -> tuple[torch.Tensor, dict]:
+        """``(loss_actor, {})``: ``-mean Q(s, mu(s))`` (Q's parameters detached)."""
+        action = self._action_of(self.actor_network, tensordict)  # [*B, *action_shape]
+        return -self._qvalues(tensordict, action, detach=True).mean(), {}
+
+    def loss_value(self, tensordict: TensorDictBase) -> tuple[torch.Tensor, dict]:
+        """``(loss_value, {"td_error", "pred_value", "target_value"})`` (detached means)."""
         td = tensordict
-        action = self._action_of(self.actor_network, td)  # [*B, *action_shape]
-        out = {"loss_actor": -self._qvalues(td, action, detach=True).mean()}
         next_td = self._next_td(td)
         with torch.no_grad():
             next_action = self._action_of(self._target("actor_network"), next_td)
             next_value = self._qvalues(next_td, next_action, target=True)  # [*B]
         target = self._bootstrap(td, next_value)  # [*B, 1]
         pred = self._qvalues(td)  # [*B]
+        out: dict[str, torch.Tensor] = {}
         self._td_terms(td, pred, target, out, "loss_value")
         out["pred_value"] = pred.detach().mean()
         out["target_value"] = target.mean()
-        return TensorDict(out, batch_size=[])
+        return out.pop("loss_value"), out

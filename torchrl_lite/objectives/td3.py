@@ -161,6 +161,24 @@ class TD3Loss(OffPolicyLoss):
         q_first = self._qvalues(td, action, detach=True)[0]  # [*B]
         out["loss_actor"] = -q_first.mean()
 
+    # -- the two terms apart (TorchRL's script delays the actor update itself) -------
+    def actor_loss(self, tensordict: TensorDictBase) -> tuple[torch.Tensor, dict]:
+        """``(loss_actor, {})``."""
+        out: dict[str, torch.Tensor] = {}
+        self._actor_terms(tensordict, out)
+        return out.pop("loss_actor"), out
+
+    def value_loss(self, tensordict: TensorDictBase) -> tuple[torch.Tensor, dict]:
+        """``(loss_qvalue, {"td_error", "pred_value", "target_value"})`` (detached means)."""
+        td = tensordict
+        out: dict[str, torch.Tensor] = {}
+        target = self._bootstrap(td, self._next_value(td))  # [*B, 1]
+        pred = self._qvalues(td)  # [N, *B]
+        self._td_terms(td, pred, target, out, "loss_qvalue")
+        out["pred_value"] = pred.detach().mean()
+        out["target_value"] = target.mean()
+        return out.pop("loss_qvalue"), out
+
     def _next_value(self, td: TensorDictBase) -> torch.Tensor:
         """``[*B]`` ``min_i Q'_i(s', a')`` at the smoothed target action (no grad)."""
         next_td = self._next_td(td)
