@@ -20,17 +20,25 @@ from tensordict import TensorDictBase
 from torchrl_lite import _keys as K
 
 
-def class_step(env):
-    """The env class's own ``_step``, bound as an attribute lookup would bind it, but
-    skipping the instance attribute the probe sets. A plain method binds to ``env``; a
-    ``staticmethod`` (a module-level ``_step(tensordict)`` set on the class, as TorchRL's
-    pendulum tutorial does) stays unbound, so it gets the TensorDict only."""
-    cls = type(env)
+def _class_hook(cls: type):
+    """The class's own ``_step`` as stored on the class (a function, a ``staticmethod``),
+    skipping the instance attribute the probe sets."""
     for klass in cls.__mro__:
         if "_step" in klass.__dict__:
-            hook = klass.__dict__["_step"]
-            return hook.__get__(env, cls) if hasattr(hook, "__get__") else hook
+            return klass.__dict__["_step"]
     raise AttributeError(f"{cls.__name__} has no _step")
+
+
+def _bind(hook, env):
+    """``hook`` bound as an attribute lookup binds it: a plain method to ``env``; a
+    ``staticmethod`` (a module-level ``_step(tensordict)`` set on the class, as TorchRL's
+    pendulum tutorial does) stays unbound, so it gets the TensorDict only."""
+    return hook.__get__(env, type(env)) if hasattr(hook, "__get__") else hook
+
+
+def class_step(env):
+    """The env class's own ``_step``, bound (see ``_bind``)."""
+    return _bind(_class_hook(type(env)), env)
 
 
 class _StepProbe:
@@ -73,32 +81,32 @@ class _StepProbe:
 class _ClassStep:
     """The class's ``_step`` of an env, held weakly (for callers that kept the probe)."""
 
-    __slots__ = ("env",)
+    __slots__ = ("env", "hook")
 
     def __init__(self, env):
-        self.env = weakref.ref(env)
+        self.env, self.hook = weakref.ref(env), _class_hook(type(env))
 
     def __reduce__(self):
         return _ClassStep, (self.env(),)
 
     def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
-        return class_step(self.env())(tensordict)
+        return _bind(self.hook, self.env())(tensordict)
 
 
 class _FlagFiller:
     """``_step`` plus the done flags it leaves out (``terminated = done``,
     ``truncated = False``, or ``done = terminated | truncated``)."""
 
-    __slots__ = ("env", "missing")
+    __slots__ = ("env", "hook", "missing")
 
     def __init__(self, env, missing: tuple):
-        self.env, self.missing = weakref.ref(env), missing
+        self.env, self.hook, self.missing = weakref.ref(env), _class_hook(type(env)), missing
 
     def __reduce__(self):
         return _FlagFiller, (self.env(), self.missing)
 
     def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
-        return self.fill(class_step(self.env())(tensordict))
+        return self.fill(_bind(self.hook, self.env())(tensordict))
 
     def fill(self, out: TensorDictBase) -> TensorDictBase:
         missing = self.missing
