@@ -8,7 +8,7 @@ export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 export SDL_VIDEODRIVER ?= dummy
 
-.PHONY: install system-deps train test test-all test-compat bench lint format clean notebooks tutorials
+.PHONY: install system-deps train test test-all test-compat bench lint format clean notebooks tutorials docs
 
 install: $(STAMP)
 
@@ -26,6 +26,13 @@ system-deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	      libegl1 libopengl0 libgl1-mesa-dri >/dev/null; \
 	  else echo "warning: install libegl1 libopengl0 libgl1-mesa-dri for MuJoCo pixel rendering"; fi; \
+	fi
+	@# Chromium for the docs' headless-browser check (tests/docs), also only when missing.
+	@if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      chromium >/dev/null; \
+	  else echo "warning: install chromium for the docs' browser check (tests/docs)"; fi; \
 	fi
 
 # The main job: train PPO on Pendulum-v1 until the mean return of the last 10 episodes
@@ -80,5 +87,10 @@ notebooks: install
 tutorials: install system-deps
 	$(BIN)/python tutorials/notebooks.py full
 
+# The documentation site (docs/, mkdocs.yml) into site/; --strict fails on any warning
+# (a broken cross-reference, a docstring griffe cannot read, a missing page).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) $(COMPAT) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(COMPAT) .pytest_cache .ruff_cache *.egg-info site
