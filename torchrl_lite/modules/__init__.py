@@ -148,3 +148,8 @@ from torchrl_lite.modules.tensordict_module.dt_inference import (  # noqa: E402
 )
 
 __all__ += ["DTActor", "OnlineDTActor", "DecisionTransformerInferenceWrapper"]
+
+# TorchRL's diffusion policy (DDPM reverse chain)
+from torchrl_lite.modules.tensordict_module.diffusion import DiffusionActor  # noqa: E402
+
+__all__ += ["DiffusionActor"]

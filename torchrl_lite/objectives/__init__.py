@@ -98,3 +98,8 @@ from torchrl_lite.objectives.tqc import TQCLoss  # noqa: E402
 from torchrl_lite.objectives.utils import group_optimizers  # noqa: E402
 
 __all__ += ["CrossQLoss", "GAILLoss", "TQCLoss", "group_optimizers"]
+
+# behaviour cloning of a diffusion policy
+from torchrl_lite.objectives.diffusion_bc import DiffusionBCLoss  # noqa: E402
+
+__all__ += ["DiffusionBCLoss"]
