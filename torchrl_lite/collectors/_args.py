@@ -37,6 +37,8 @@ def make_env(create_env_fn, kwargs, owner: str) -> EnvBase:
             f"{owner}: create_env_fn must be an env or a callable returning one, got "
             f"{create_env_fn!r}"
         )
+    if env.is_closed and hasattr(env, "start"):
+        env.start()  # TorchRL's collectors reuse an env a previous collector closed
     if env.is_closed:
         raise ValueError(f"{owner}: the env is closed")
     return env

@@ -9,12 +9,14 @@ implements ``_collect_batch(random) -> TensorDict`` plus ``set_seed``,
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 from collections.abc import Iterator
 
 from tensordict import TensorDictBase
 
 from torchrl_lite.collectors._args import check_int
+from torchrl_lite.collectors._trajs import TrajectoryAssembler, check_traj_options
 from torchrl_lite.collectors.utils import split_trajectories
 
 __all__ = ["DataCollectorBase"]
@@ -42,8 +44,17 @@ class DataCollectorBase:
         split_trajs,
         postproc,
         replay_buffer,
+        trajs_per_batch=None,
+        traj_format=None,
     ) -> None:
         owner = type(self).__name__
+        self.trajs_per_batch, self.traj_format = check_traj_options(
+            trajs_per_batch, traj_format, split_trajs, owner
+        )
+        self._assembler = TrajectoryAssembler()
+        self._traj_iter = None
+        self._thread = None
+        self._stop = threading.Event()
         self.frames_per_batch = check_int("frames_per_batch", frames_per_batch, 1, owner)
         if total_frames is None:
             total_frames = -1
@@ -100,10 +111,33 @@ class DataCollectorBase:
         return self._deliver(batch)
 
     def iterator(self) -> Iterator[TensorDictBase | None]:
-        """Yield batches until ``total_frames`` frames were collected (forever if -1)."""
+        """Yield batches until ``total_frames`` frames were collected (forever if -1).
+
+        With ``trajs_per_batch=N``, each batch holds N whole trajectories instead (see
+        ``_trajs.py``); with a ``replay_buffer``, each complete trajectory is written
+        to it flat and ``None`` is yielded once per collected batch.
+        """
         self._check_open()
+        if self.trajs_per_batch is not None:
+            yield from self._trajectory_batches()
+            return
         while self._budget_left():
             yield self._next_batch()
+
+    def _trajectory_batches(self) -> Iterator[TensorDictBase | None]:
+        while self._budget_left():
+            batch = self._collect_batch(self._frames < self.init_random_frames)
+            self._frames += batch.numel()
+            self._iter += 1
+            self._assembler.add(batch)
+            if self.replay_buffer is not None:
+                if len(self._assembler):
+                    self.replay_buffer.extend(self._assembler.pop(None, "cat"))
+                yield None
+                continue
+            while len(self._assembler) >= self.trajs_per_batch:
+                out = self._assembler.pop(self.trajs_per_batch, self.traj_format)
+                yield out if self.postproc is None else self.postproc(out)
 
     def __iter__(self) -> Iterator[TensorDictBase | None]:
         return self.iterator()
@@ -111,7 +145,56 @@ class DataCollectorBase:
     def next(self) -> TensorDictBase | None:
         """The next batch (``None`` once ``total_frames`` frames were collected)."""
         self._check_open()
+        if self.trajs_per_batch is not None:
+            if self._traj_iter is None:
+                self._traj_iter = self._trajectory_batches()
+            return next(self._traj_iter, None)
         return self._next_batch() if self._budget_left() else None
+
+    def reset(self) -> None:
+        """Drop the trajectories held for ``trajs_per_batch`` (collectors that own their
+        envs also start fresh episodes)."""
+        self._assembler.clear()
+
+    # -- background collection into the replay buffer ------------------------------
+    def start(self) -> None:
+        """Collect in a background thread into ``replay_buffer`` until ``async_shutdown()``.
+
+        The iteration runs as ``for _ in collector`` would (the frame budget still ends
+        it); sample from the buffer meanwhile.
+        """
+        self._check_open()
+        if self.replay_buffer is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.start() fills the replay buffer in the background; "
+                "pass replay_buffer= to the collector (or iterate it instead)."
+            )
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError(f"{type(self).__name__} is already collecting in the background.")
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run_background, daemon=True)
+        self._thread.start()
+
+    def _run_background(self) -> None:
+        try:
+            for _ in self.iterator():
+                if self._stop.is_set():
+                    break
+        except Exception as err:  # kept for async_shutdown to raise
+            self._failure = f"{type(err).__name__}: {err}"
+            self._background_error = err
+
+    def async_shutdown(self, timeout: float | None = None) -> None:
+        """Stop the background collection started by ``start()``, then shut down."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self.shutdown()
+        err = getattr(self, "_background_error", None)
+        if err is not None:
+            self._background_error = None
+            raise RuntimeError(f"background collection failed: {self._failure}") from err
 
     def __len__(self) -> int:
         if self.total_frames < 0:

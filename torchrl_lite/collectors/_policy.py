@@ -103,3 +103,30 @@ def recurrent_specs(policy) -> dict:
             if make is not None:
                 specs.update(make().primers)
     return specs
+
+
+def register_policy_transforms(env, policy):
+    """``env`` with the transforms ``policy``'s recurrent modules need, when missing.
+
+    Appends ``InitTracker`` (``"is_init"``) and a ``TensorDictPrimer`` of the hidden
+    states the env's specs do not already hold; a ``TransformedEnv`` is extended in place,
+    another env is wrapped. Checking the specs makes it idempotent.
+    """
+    from torchrl_lite.envs.transforms import InitTracker, TensorDictPrimer, TransformedEnv
+
+    specs = recurrent_specs(policy)
+    reads_init = "is_init" in list(getattr(policy, "in_keys", ()) or ())
+    if not specs and not reads_init:
+        return env
+    have = set(env.observation_spec.keys(True, True)) | set(env.state_spec.keys(True, True))
+    missing = {key: spec for key, spec in specs.items() if key not in have}
+    transforms = [] if "is_init" in have else [InitTracker()]
+    if missing:
+        transforms.append(TensorDictPrimer(missing))
+    if not transforms:
+        return env
+    if not isinstance(env, TransformedEnv):
+        env = TransformedEnv(env)
+    for transform in transforms:
+        env.append_transform(transform)
+    return env

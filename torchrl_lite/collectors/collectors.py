@@ -34,6 +34,7 @@ from torchrl_lite.collectors._args import (
 )
 from torchrl_lite.collectors._base import DataCollectorBase
 from torchrl_lite.collectors._compile import compile_policy_in_place
+from torchrl_lite.collectors._dispatch import BackendDispatch
 from torchrl_lite.collectors._fast_batch import fast_batch
 from torchrl_lite.collectors._policy import (
     copy_weights,
@@ -41,6 +42,7 @@ from torchrl_lite.collectors._policy import (
     materialize_lazy,
     policy_weights,
     recurrent_specs,
+    register_policy_transforms,
 )
 from torchrl_lite.envs._rollout import StepRecorder
 from torchrl_lite.envs._step_checks import check_step_output
@@ -61,7 +63,7 @@ _DROP_ROOT = frozenset({K.NEXT, K.RESET})  # root entries never carried to the n
 _CARRY = ("td", "traj_ids", "traj_count", "traj_stride", "traj_offset", "step_count")
 
 
-class SyncDataCollector(DataCollectorBase):
+class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
     """Collect batches of steps from an env with a policy, in this process.
 
     Each batch holds ``frames_per_batch`` frames as a ``[*env.batch_size, T]`` TensorDict
@@ -109,6 +111,18 @@ class SyncDataCollector(DataCollectorBase):
         compact_obs: leave the observation and state entries out of each recorded step's
             ``"next"`` (they are the next step's root entries within a trajectory); a
             replay buffer's ``NextStateReconstructor`` rebuilds them at sampling.
+        trajs_per_batch: yield batches of this many whole trajectories instead
+            (``_trajs.py``): ``[N, max_len]`` with ``("collector", "mask")``, or flat with
+            ``traj_format="cat"``. With a ``replay_buffer``, each finished trajectory is
+            written to it flat.
+        traj_format: ``"padded"`` (default) or ``"cat"``, with ``trajs_per_batch``.
+        auto_register_policy_transforms: True: append ``InitTracker`` and the recurrent
+            modules' primers to the env when its specs lack them, so the env alone (e.g.
+            ``env.rollout``) feeds the policy too. Otherwise the collector supplies
+            ``"is_init"`` and zero hidden states itself.
+        backend, num_collectors, sync, backend_options: TorchRL's ``Collector`` selectors
+            (``_dispatch.py``): ``backend="process"`` or ``num_collectors=N`` builds a
+            multiprocess collector, ``backend="ray"`` a ``RayCollector``.
 
     Example:
         >>> from torchrl_lite.envs import GymEnv
@@ -144,16 +158,28 @@ class SyncDataCollector(DataCollectorBase):
         trust_policy: bool = False,
         update_at_each_batch: bool = False,
         compact_obs: bool = False,
+        trajs_per_batch: int | None = None,
+        traj_format: str | None = None,
+        auto_register_policy_transforms: bool | None = None,
     ):
         owner = type(self).__name__
         policy = compile_policy_in_place(policy, compile_policy, cudagraph_policy, owner)
         self._update_at_each_batch = bool(update_at_each_batch)
         self.compact_obs = bool(compact_obs)
         self._init_common(
-            frames_per_batch, total_frames, init_random_frames, split_trajs, postproc, replay_buffer
+            frames_per_batch,
+            total_frames,
+            init_random_frames,
+            split_trajs,
+            postproc,
+            replay_buffer,
+            trajs_per_batch,
+            traj_format,
         )
         self.env = env = make_env(create_env_fn, create_env_kwargs, owner)
         try:
+            if auto_register_policy_transforms:
+                self.env = env = register_policy_transforms(env, policy)
             n_envs = env.batch_size.numel()
             if frames_per_batch % n_envs:
                 # TorchRL's behaviour: each env steps the same number of times per batch
@@ -492,6 +518,13 @@ class SyncDataCollector(DataCollectorBase):
         out = self.env.set_seed(seed, static_seed=static_seed)
         self._td = None
         return out
+
+    def reset(self) -> None:
+        """Start fresh episodes: the next batch begins with a reset of every env, and
+        trajectories held for ``trajs_per_batch`` are dropped."""
+        self._check_open()
+        super().reset()
+        self._td = None
 
     def state_dict(self) -> dict:
         """What continuing this collection exactly needs: counters, policy, env, carry.

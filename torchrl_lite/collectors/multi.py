@@ -180,6 +180,9 @@ class _MultiDataCollector(DataCollectorBase):
         cudagraph_policy=False,
         trust_policy: bool = False,
         update_at_each_batch: bool = False,
+        trajs_per_batch: int | None = None,
+        traj_format: str | None = None,
+        auto_register_policy_transforms: bool | None = None,
     ):
         owner = type(self).__name__
         compile_policy_in_place(None, False, cudagraph_policy, owner)  # refused early
@@ -189,7 +192,14 @@ class _MultiDataCollector(DataCollectorBase):
         self.num_workers = n = len(factories)
         self._backlog = {w: [] for w in range(n)}  # messages read while waiting for others
         self._init_common(
-            frames_per_batch, total_frames, init_random_frames, split_trajs, postproc, replay_buffer
+            frames_per_batch,
+            total_frames,
+            init_random_frames,
+            split_trajs,
+            postproc,
+            replay_buffer,
+            trajs_per_batch,  # whole trajectories are assembled in this process
+            traj_format,
         )
         self.closed = True  # until the workers are up
         if devices is not None and device is not None:
@@ -241,6 +251,7 @@ class _MultiDataCollector(DataCollectorBase):
                         "exploration_type": exploration_type,
                         "reset_when_done": reset_when_done,
                         "compile_policy": compile_policy,  # each worker compiles its copy
+                        "auto_register_policy_transforms": auto_register_policy_transforms,
                         **{name: values[w] for name, values in options.items()},
                     },
                 }
@@ -458,8 +469,9 @@ class MultiSyncDataCollector(_MultiDataCollector):
             through shared CPU memory.
         create_env_kwargs: keyword arguments for the constructors (a dict, or one per worker).
         max_frames_per_traj, init_random_frames, reset_at_each_iter, postproc, split_trajs,
-            exploration_type, reset_when_done, replay_buffer: as for ``SyncDataCollector``
-            (``postproc``, ``split_trajs`` and ``replay_buffer`` apply in this process).
+            exploration_type, reset_when_done, replay_buffer, trajs_per_batch, traj_format,
+            auto_register_policy_transforms: as for ``SyncDataCollector`` (``postproc``,
+            ``split_trajs``, ``replay_buffer`` and trajectory assembly apply in this process).
         num_sub_threads: torch threads in each worker.
         mp_start_method: ``"fork"`` (default where available and CUDA is not initialised:
             fast start-up), ``"spawn"`` or ``"forkserver"``.

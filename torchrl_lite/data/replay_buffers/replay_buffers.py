@@ -77,6 +77,9 @@ class ReplayBuffer(BufferDumps):
         transform: a callable applied to every sample (e.g. a TensorDict transform).
         batch_size: the default batch size of ``sample`` and of iteration.
         compilable: TorchRL's flag for use under ``torch.compile``; accepted and recorded.
+        shared: TorchRL's flag for a buffer that collector processes write into; accepted
+            and recorded: collectors here extend their buffer from this process (a
+            background thread for ``collector.start()``).
 
     Example:
         >>> from torchrl_lite.data.replay_buffers import LazyTensorStorage
@@ -99,8 +102,10 @@ class ReplayBuffer(BufferDumps):
         transform=None,
         batch_size: int | None = None,
         compilable: bool = False,
+        shared: bool = False,
     ) -> None:
         self.compilable = bool(compilable)  # TorchRL's torch.compile flag (see TensorStorage)
+        self.shared = bool(shared)
         for name, part, example in (
             ("storage", storage, "LazyTensorStorage(1000)"),
             ("sampler", sampler, "RandomSampler()"),

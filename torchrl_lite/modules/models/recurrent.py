@@ -10,8 +10,8 @@ buffers and batched envs need nothing special:
 * **Step mode** (the default, for collection): every element of the TensorDict is one
   step, inputs ``[*B, F]``.
 * **Sequence mode** (``with set_recurrent_mode(True):``, for training): the last batch
-  dim is time, inputs ``[*B, T, F]``; only the hidden state at ``t = 0`` (and after each
-  ``"is_init"``) is read. Sequences are split at the resets into segments that are run
+  dim is time, inputs ``[*B, T, F]`` (an unbatched ``[F]`` is one step); only the hidden
+  state at ``t = 0`` (and after each ``"is_init"``) is read. Sequences are split at the resets into segments that are run
   together in one packed call, so the outputs equal step-by-step execution. The next
   hidden state is written at the last step of each segment and is zero at the other
   steps (as TorchRL does).
@@ -293,11 +293,19 @@ class _RecurrentModule(TensorDictModuleBase):
         return y.reshape(*batch, y.shape[-1]), [h.reshape(out_shape) for h in h_n]
 
     def _run_sequence(self, x, hidden, is_init, keys):
-        """Sequence mode: x is ``[*B, T, F]``, hidden ``[*B, T, L, H]``, is_init ``[*B, T, 1]``."""
-        if x.dim() < 2:
+        """Sequence mode: x is ``[*B, T, F]``, hidden ``[*B, T, L, H]``, is_init ``[*B, T, 1]``.
+
+        A single step ``[F]`` (an unbatched TensorDict, e.g. ``policy(env.reset())``) is a
+        sequence of length 1, as in TorchRL.
+        """
+        if x.dim() == 1:
+            hidden = None if hidden is None else [h.unsqueeze(0) for h in hidden]
+            y, h_next = self._run_sequence(x.unsqueeze(0), hidden, is_init.reshape(1, 1), keys)
+            return y.squeeze(0), [h.squeeze(0) for h in h_next]
+        if x.dim() < 1:
             raise ValueError(
                 f"{type(self).__name__} in recurrent mode expects inputs [*B, T, F] with time as "
-                f"the last batch dim, got {list(x.shape)}."
+                f"the last batch dim, got a scalar input."
             )
         batch, steps, feat = tuple(x.shape[:-2]), x.shape[-2], x.shape[-1]
         if hidden is not None:
