@@ -140,3 +140,13 @@ def test_list_storage_items_of_mixed_shapes_name_the_entries():
     buffer.add(TensorDict(a=torch.zeros(4), b=torch.zeros(2)))
     with pytest.raises(ValueError, match=r"entry 'a' has shapes \[3\] in items \[0\]; \[4\]"):
         buffer[[0, 1]]
+
+
+def test_a_checkpoint_with_corrupt_metadata_says_so_and_names_the_file(tmp_path):
+    from torchrl_lite.trainers import load_checkpoint, save_checkpoint
+
+    path = save_checkpoint(tmp_path / "ckpt", {"step": torch.tensor(1)})
+    (path / "meta.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"corrupt or incomplete checkpoint .*meta.json is "
+                       r"missing or is not valid JSON.*no older complete copy"):  # fmt: skip
+        load_checkpoint(path)

@@ -124,8 +124,9 @@ def load_checkpoint(path) -> tuple[dict, Path]:
     meta = _read_meta(folder)
     if meta is None:
         raise ValueError(
-            f"corrupt or incomplete checkpoint at {folder}: {_META_FILE} is missing or is not "
-            f"valid JSON of format {FORMAT!r}."
+            f"corrupt or incomplete checkpoint at {folder}: {folder / _META_FILE} is missing "
+            f"or is not valid JSON of format {FORMAT!r}, and no older complete copy lies "
+            f"beside it (a save killed part-way leaves one as {folder.name}.old-PID)."
         )
     if meta.get("version") != VERSION:
         raise ValueError(
