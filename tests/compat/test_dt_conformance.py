@@ -127,3 +127,18 @@ def test_v04_exploration_mode_names_are_aliases():
     td = TensorDict(observation=torch.zeros(500, 1), batch_size=[500])
     # outside any exploration block the actor samples (the random default), not the mode
     assert actor(td)["action"].std() > 0.1
+
+
+def test_target_return_modes_reduce_and_constant():
+    from torchrl_lite.envs import TargetReturn
+
+    runs = {}
+    for mode in ("reduce", "constant"):
+        env = TransformedEnv(GymEnv("CartPole-v1"), TargetReturn(10.0, out_keys=["return_to_go"],
+                                                                 mode=mode))  # fmt: skip
+        env.set_seed(0)
+        runs[mode] = env.rollout(3, break_when_any_done=False)["next", "return_to_go"].flatten()
+    assert runs["reduce"].tolist() == [9.0, 8.0, 7.0]  # CartPole pays 1 per step
+    assert runs["constant"].tolist() == [10.0, 10.0, 10.0]
+    with pytest.raises(ValueError, match="mode must be 'reduce' or 'constant', got 'sum'"):
+        TargetReturn(10.0, mode="sum")

@@ -59,6 +59,7 @@ class TargetReturn(Transform):
         scale: the return-to-go unit (the same as the dataset's ``reward_scale``).
         in_keys: the reward entry (default ``["reward"]``).
         out_keys: the return-to-go entry (default ``["return_to_go"]``).
+        mode: ``"reduce"`` (each reward is taken off) or ``"constant"`` (the target stays).
 
     Example:
         >>> from torchrl_lite.envs import GymEnv, TransformedEnv
@@ -67,7 +68,17 @@ class TargetReturn(Transform):
         [4.5, 4.0, 3.5]
     """
 
-    def __init__(self, target_return: float, scale: float = 1.0, in_keys=None, out_keys=None):
+    def __init__(
+        self,
+        target_return: float,
+        scale: float = 1.0,
+        in_keys=None,
+        out_keys=None,
+        mode: str = "reduce",
+    ):
+        if mode not in ("reduce", "constant"):
+            raise ValueError(f"TargetReturn: mode must be 'reduce' or 'constant', got {mode!r}.")
+        self.mode = mode
         if not scale > 0:
             raise ValueError(f"TargetReturn: scale must be > 0, got {scale!r}.")
         super().__init__(
@@ -100,6 +111,9 @@ class TargetReturn(Transform):
     def _step(self, tensordict, next_tensordict):
         previous = _previous(self, tensordict, self.out_keys[0])
         reward = next_tensordict.get(self.in_keys[0])
+        if self.mode == "constant":
+            next_tensordict.set(self.out_keys[0], previous.clone())
+            return next_tensordict
         next_tensordict.set(self.out_keys[0], previous - reward.to(previous.dtype) / self.scale)
         return next_tensordict
 
