@@ -873,3 +873,13 @@ def test_td3_and_ddpg_losses_split_into_their_terms_as_forward():
     full = td3(td.clone())
     torch.testing.assert_close(td3.actor_loss(td.clone())[0], full["loss_actor"])
     torch.testing.assert_close(td3.value_loss(td.clone())[0], full["loss_qvalue"])
+
+
+def test_env_creator_function_builds_an_env_creator():
+    from torchrl_lite.envs import EnvCreator, GymEnv, env_creator
+
+    make = env_creator(lambda: GymEnv("Pendulum-v1"))
+    assert isinstance(make, EnvCreator)
+    env = make()
+    assert env.observation_spec["observation"].shape == (3,)
+    env.close()

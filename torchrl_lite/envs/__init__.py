@@ -3,7 +3,7 @@
 from torchrl_lite.envs.batched_envs import ParallelEnv, SerialEnv
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.custom.pendulum import PendulumEnv
-from torchrl_lite.envs.env_creator import EnvCreator
+from torchrl_lite.envs.env_creator import EnvCreator, env_creator
 from torchrl_lite.envs.factories import (
     dmc_test_env_factory,
     dmc_train_env_factory,
@@ -30,6 +30,7 @@ __all__ = [
     "DreamerEnv",
     "EnvBase",
     "EnvCreator",
+    "env_creator",
     "ExplorationType",
     "GymEnv",
     "GymWrapper",

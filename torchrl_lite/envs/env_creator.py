@@ -16,7 +16,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite.envs.common import EnvBase
 
-__all__ = ["EnvCreator"]
+__all__ = ["EnvCreator", "env_creator"]
 
 
 class EnvCreator:
@@ -164,3 +164,15 @@ def _transforms(env: EnvBase):
         for i, transform in enumerate(env.transform.transforms):
             yield f"{'base.' * depth}transforms.{i}", transform
         env, depth = env.base_env, depth + 1
+
+
+def env_creator(fun) -> EnvCreator:
+    """``EnvCreator(fun)``: TorchRL's function form (``from torchrl.envs import env_creator``).
+
+    Example:
+        >>> from torchrl_lite.envs import GymEnv
+        >>> make = env_creator(lambda: GymEnv("Pendulum-v1"))
+        >>> type(make).__name__
+        'EnvCreator'
+    """
+    return EnvCreator(fun)
