@@ -126,3 +126,21 @@ def test_env_apply_reaches_each_transform_once_and_numel_counts_sub_envs():
     assert calls[-1] is env and sum(c is base for c in calls) == 1
     assert env.numel() == 2 and GymEnv("Pendulum-v1").numel() == 1
     env.close()
+
+
+def test_transformed_batched_env_starts_again_after_close():
+    # TorchRL's v0.4 offline scripts close eval_env after building the model, then evaluate
+    from torchrl_lite.envs import EnvCreator, GymEnv, ParallelEnv, RewardSum, TransformedEnv
+
+    env = TransformedEnv(
+        ParallelEnv(1, EnvCreator(lambda: GymEnv("Pendulum-v1")), serial_for_single=True),
+        RewardSum(),
+    )
+    env.close()
+    assert env.rollout(3)["next", "episode_reward"].shape == (1, 3, 1)
+    assert not env.is_closed
+    env.close()
+    single = TransformedEnv(GymEnv("Pendulum-v1"), RewardSum())
+    single.close()
+    with pytest.raises(RuntimeError, match="Cannot roll out TransformedEnv: the env is closed"):
+        single.rollout(2)

@@ -303,6 +303,13 @@ class TransformedEnv(EnvBase):
             self.base_env.close()
         super().close(raise_if_closed=raise_if_closed)
 
+    def _check_open(self, what: str) -> None:
+        # over a batched env, which starts its copies again after close(), so does this env
+        if self.is_closed and hasattr(self.base_env, "_restart"):
+            self.base_env._check_open(what)
+            self.is_closed = bool(self.base_env.is_closed)
+        super()._check_open(what)
+
     def __getattr__(self, name: str):
         # attributes the wrapped env has and this one does not (env_name, render, ...)
         base = self.__dict__.get("base_env")
