@@ -883,3 +883,17 @@ def test_env_creator_function_builds_an_env_creator():
     env = make()
     assert env.observation_spec["observation"].shape == (3,)
     env.close()
+
+
+def test_seed_era_module_paths_for_transforms_and_models():
+    import torchrl_lite.envs.transforms.transforms as tt
+    import torchrl_lite.modules.models.models as mm
+    from torchrl_lite.envs import StepCounter, gSDENoise
+    from torchrl_lite.modules import DdpgCnnActor
+
+    assert tt.StepCounter is StepCounter and tt.gSDENoise is gSDENoise
+    assert mm.DdpgCnnActor is DdpgCnnActor
+    with pytest.raises(AttributeError, match="NoSuchTransform"):
+        tt.NoSuchTransform  # noqa: B018
+    with pytest.raises(AttributeError, match="NoSuchModel"):
+        mm.NoSuchModel  # noqa: B018

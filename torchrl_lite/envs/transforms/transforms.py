@@ -520,3 +520,13 @@ def _flatten(transforms) -> list:
         else:
             raise TypeError(f"Compose expects Transforms, got {type(t).__name__}: {t!r}")
     return out
+
+
+def __getattr__(name: str):
+    # TorchRL's scripts import every transform from this module
+    # (``torchrl.envs.transforms.transforms``); they live in sibling files, found lazily
+    import torchrl_lite.envs.transforms as package
+
+    if name != "__path__" and name in package.__all__:
+        return getattr(package, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
