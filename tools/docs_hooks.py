@@ -1,6 +1,6 @@
 """MkDocs hooks: the pages generated at build time from the code and the results files.
 
-- ``reference/*.md``: one page per floor of the package (``FLOORS``), a mkdocstrings block
+- ``reference/*.md``: one page per floor of the package (``floors()``), a mkdocstrings block
   per public package listing the names of its ``__all__`` (names a subpackage shares with
   its floor are documented once, under the floor's import path).
 - ``<!-- generated: recipe-keys -->`` (command-line page): every recipe's ``Config`` keys
@@ -72,6 +72,16 @@ FLOORS = {
         "trainers",
         "The `Trainer` loop with hooks and atomic checkpoints.",
         ["torchrl_lite.trainers"],
+    ),
+    "checkpoint": (
+        "checkpoint",
+        "Checkpoints of named training components, crash-safe, with rotation.",
+        ["torchrl_lite.checkpoint"],
+    ),
+    "render": (
+        "render",
+        "Rendering of rollouts and runs.",
+        ["torchrl_lite.render"],
     ),
     "record": (
         "record",
@@ -214,10 +224,26 @@ def _has_all(path: Path) -> bool:
     return re.search(r"^__all__\b", path.read_text(encoding="utf-8"), re.M) is not None
 
 
-def page_packages(slug: str) -> list[str]:
-    """The packages of a reference page: those listed in ``FLOORS``, then every other public
-    subpackage (with an ``__all__``) found under them, so a new one is never left out."""
-    listed = FLOORS[slug][2]
+def floors() -> dict[str, tuple[str, str, list[str]]]:
+    """The reference pages: ``FLOORS`` whose package exists, then a page for every other
+    public top-level package with an ``__all__`` (so a new floor is never left out)."""
+    pages, covered = {}, set()
+    for slug, (title, intro, packages) in FLOORS.items():
+        init = _source(packages[0])
+        if init is not None and _has_all(init):
+            pages[slug] = (title, intro, packages)
+            covered.update(page_packages(packages))
+    for init in sorted((ROOT / "torchrl_lite").glob("*/__init__.py")):
+        name = f"torchrl_lite.{init.parent.name}"
+        if init.parent.name.startswith("_") or name in covered or not _has_all(init):
+            continue
+        pages[init.parent.name] = (init.parent.name, _module_summary(init), [name])
+    return pages
+
+
+def page_packages(listed: list[str]) -> list[str]:
+    """The packages of a reference page: those listed, then every other public subpackage
+    (with an ``__all__``) found under them, so a new one is never left out."""
     found = []
     for package in listed:
         if package == "torchrl_lite":
@@ -233,9 +259,8 @@ def page_packages(slug: str) -> list[str]:
     return [*listed, *found]
 
 
-def reference_page(slug: str) -> str:
-    title, intro, _ = FLOORS[slug]
-    packages = page_packages(slug)
+def reference_page(title: str, intro: str, listed: list[str]) -> str:
+    packages = page_packages(listed)
     lines = [f"# {title}", "", intro, ""]
     first: dict[str, str] = {}  # name -> the package it is documented under
     for package in packages:
@@ -256,12 +281,19 @@ def reference_page(slug: str) -> str:
             ]
             lines.append("")
         names = [n for n in names if n not in outside]
-        direct = [n for n in names if origin(package, n) == package or _imported(package, n)]
+        # documented through the package, except lazy exports (``__getattr__``) and names
+        # shadowing a submodule of the same name: those are documented where defined
+        direct = [
+            n
+            for n in names
+            if (origin(package, n) == package or _imported(package, n))
+            and _source(f"{package}.{n}") is None
+        ]
         if direct:
             lines += [f"::: {package}", "    options:", "      members:"]
             lines += [f"        - {n}" for n in direct]
             lines.append("")
-        for n in names:  # lazy exports (module ``__getattr__``): documented where defined
+        for n in names:
             if n not in direct:
                 lines += [f'<span id="{package}.{n}"></span>', ""]
                 lines += [f"::: {origin(package, n)}.{n}", "    options:"]
@@ -283,7 +315,7 @@ def _git_date(path: Path) -> str:
 def _writer_of(result: Path) -> str | None:
     """The benchmark script that writes ``result`` (its name appears in the script)."""
     for script in sorted((ROOT / "benchmarks").glob("*.py")):
-        if re.search(rf"['\"/]{re.escape(result.stem)}(\.md)?['\"]", script.read_text("utf-8")):
+        if re.search(rf"['\"]{re.escape(result.stem)}(\.md)?['\"]", script.read_text("utf-8")):
             return f"benchmarks/{script.name}"
     return None
 
@@ -308,7 +340,7 @@ def results_tables() -> str:
                 end += 1
             out += lines[start:end] + [""]
         writer = _writer_of(path)
-        command = f"`python {writer}`" if writer else "see the file"
+        command = f"`python {writer}`" if writer else "the commands are in the notes"
         source = f"benchmarks/results/{path.name}"
         out += [
             f"*Measured:* {_git_date(path)} (last commit of `{source}`) · "
@@ -402,10 +434,11 @@ def tutorial_sources() -> list[Path]:
 
 
 def on_config(config):
-    """Fill the nav's "API reference" and "Tutorials" sections from ``FLOORS`` and the sources."""
+    """Fill the nav's "API reference" and "Tutorials" sections from ``floors()`` and the
+    tutorial sources."""
     for i, item in enumerate(config["nav"]):
         if item == "API reference" or (isinstance(item, dict) and "API reference" in item):
-            pages = [{FLOORS[s][0]: f"reference/{s}.md"} for s in FLOORS]
+            pages = [{title: f"reference/{s}.md"} for s, (title, _, _) in floors().items()]
             config["nav"][i] = {"API reference": ["reference/index.md", *pages]}
         if isinstance(item, dict) and "Tutorials" in item:
             pages = [f"tutorials/{p.stem}.md" for p in tutorial_sources()]
@@ -414,8 +447,8 @@ def on_config(config):
 
 
 def on_files(files, config):
-    for slug in FLOORS:
-        files.append(File.generated(config, f"reference/{slug}.md", content=reference_page(slug)))
+    for slug, floor in floors().items():
+        files.append(File.generated(config, f"reference/{slug}.md", content=reference_page(*floor)))
     for path in tutorial_sources():
         page = tutorial_page(path)
         files.append(File.generated(config, f"tutorials/{path.stem}.md", content=page))

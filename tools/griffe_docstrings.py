@@ -1,7 +1,7 @@
 """A griffe extension for the docs build: reads this project's docstrings as written.
 
-- ``Example:`` sections (the project's spelling) are read as Google ``Examples:``
-  sections, so their ``>>>`` lines render as code.
+- ``Example:`` sections (the project's spelling, also ``Example (a note):``) are read as
+  Google ``Examples:`` sections, so their ``>>>`` lines render as code.
 - An ``Args:`` item naming several parameters (``a, b, c: what they do``, the names
   possibly wrapped over lines) becomes one item per name with the same description.
 
@@ -16,13 +16,20 @@ import re
 import griffe
 
 _EXAMPLE = re.compile(r"^(\s*)Example:\s*$")
+_EXAMPLE_NOTE = re.compile(r"^(\s*)Example \((.+)\):\s*$")  # ``Example (needs Ray):``
 _SECTION = re.compile(r"^(\s*)(Args|Arguments|Parameters|Keyword Args|Other Parameters):\s*$")
 _NAMES = re.compile(r"^\w+(\s*,\s*\w+)+$")
 
 
 def rewrite(text: str) -> str:
     """``text`` with ``Example:`` headers renamed and multi-name argument items split."""
-    lines = [_EXAMPLE.sub(r"\1Examples:", ln) for ln in text.splitlines()]
+    lines = []
+    for line in text.splitlines():
+        note = _EXAMPLE_NOTE.match(line)
+        if note:  # the note becomes the section's first line of prose
+            lines += [f"{note[1]}Examples:", f"{note[1]}    ({note[2]})"]
+        else:
+            lines.append(_EXAMPLE.sub(r"\1Examples:", line))
     out: list[str] = []
     i = 0
     while i < len(lines):
