@@ -376,3 +376,32 @@ def test_evaluator_process_backend_builds_env_and_policy_in_the_worker():
 def test_evaluator_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Evaluator(CountingEnv(2), constant_policy(), **kwargs)
+
+
+# -- categorical actions for a one-hot spec -------------------------------------------
+def test_index_actions_for_a_one_hot_spec_are_converted_with_a_warning():
+    # recurrent_sequence_training: an argmax policy on GymEnv("CartPole-v1") (one-hot spec)
+    env = GymEnv("CartPole-v1")
+    policy = TensorDictModule(
+        lambda obs: (obs[..., 2] > 0).long(), in_keys=["observation"], out_keys=["action"]
+    )
+    collector = Collector(env, policy, frames_per_batch=20, total_frames=40)
+    with pytest.warns(UserWarning, match="converted to one-hot"):
+        batches = list(collector)
+    collector.shutdown()
+    for data in batches:
+        want = (data["observation"][..., 2] > 0).long()
+        assert data["action"].shape == (20, 2)
+        assert torch.equal(data["action"].argmax(-1), want)  # the index the policy chose
+        torch.testing.assert_close(
+            data["action"].sum(-1), torch.ones(20, dtype=data["action"].dtype)
+        )
+
+
+def test_out_of_range_indices_still_raise():
+    env = GymEnv("CartPole-v1")
+    policy = lambda td: td.set("action", torch.tensor(5))  # noqa: E731
+    collector = Collector(env, policy, frames_per_batch=4)
+    with pytest.raises(ValueError, match=r"shape \[\] differs from the spec's \[2\]"):
+        collector.next()
+    collector.shutdown()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
@@ -86,3 +88,32 @@ def check_policy_inputs(policy, provided: set, owner: str) -> None:
             + (f" Did you mean {hint!r}?" if hint is not None else "")
             + " Build the policy with in_keys from these, or add a transform that writes them."
         )
+
+
+def index_action(owner: str, key, spec, value) -> bool:
+    """Whether ``value`` is a categorical index where ``spec`` is one-hot: integer, with the
+    spec's shape minus its last dim. The collector then converts such actions to one-hot
+    (with this one warning) instead of refusing them; TorchRL takes them unchecked and
+    reads every index as action 0."""
+    from torchrl_lite.data.tensor_specs import OneHot
+
+    if not isinstance(spec, OneHot) or value.is_floating_point() or value.dtype == torch.bool:
+        return False
+    if tuple(value.shape) != tuple(spec.shape[:-1]):
+        return False
+    if value.numel() and (int(value.min()) < 0 or int(value.max()) >= spec.shape[-1]):
+        return False  # not indices of this spec: the shape error stands
+    warnings.warn(
+        f"{owner}: the policy wrote {key!r} as categorical indices (shape {list(value.shape)}) "
+        f"for a one-hot action spec of shape {list(spec.shape)}; they are converted to "
+        "one-hot. Write one-hot actions, or build the env with categorical_action_encoding=True.",
+        stacklevel=4,
+    )
+    return True
+
+
+def to_one_hot(td, index_keys: dict) -> None:
+    """Replace the categorical actions of ``index_keys`` (``{key: spec}``) by one-hot, in place."""
+    for key, spec in index_keys.items():
+        value = td.get(key)
+        td.set(key, torch.nn.functional.one_hot(value.long(), spec.shape[-1]).to(spec.dtype))

@@ -29,8 +29,10 @@ from torchrl_lite.collectors._args import (
     check_int,
     check_policy,
     check_policy_inputs,
+    index_action,
     make_env,
     param_device,
+    to_one_hot,
 )
 from torchrl_lite.collectors._base import DataCollectorBase
 from torchrl_lite.collectors._compile import compile_policy_in_place
@@ -219,6 +221,7 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
         self._step_count = None
         self._recorder = StepRecorder(self._steps, "collector")
         self._checked = self.policy is None
+        self._index_actions = {}  # {key: one-hot spec} the policy writes as indices
         self._random_defaults = None
 
     # -- construction ------------------------------------------------------------------
@@ -291,7 +294,8 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
         next_root, reset_done = self._next_root, self._reset_done
         post_hook = _with_compact_obs(env) if self.compact_obs else env._post_step_mdp_hook()
         # after the first batch's checks, a plain TensorDictModule is called directly
-        fast = None if check or self._cast else _td.module_caller(self.policy)
+        slow = check or self._cast or self._index_actions
+        fast = None if slow else _td.module_caller(self.policy)
         policy_call = fast or self._policy_call
         if use_policy and not check and not self._cast and self._simple_steps():
             stepper = env._numpy_stepper()
@@ -359,8 +363,12 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
     def _policy_call(self, td: TensorDictBase) -> TensorDictBase:
         if self._cast:
             out = self.policy(td.to(self.policy_device))
-            return out.to(self.env.device) if out is not None else None
-        return self.policy(td)
+            out = out.to(self.env.device) if out is not None else None
+        else:
+            out = self.policy(td)
+        if self._index_actions and out is not None:
+            to_one_hot(out, self._index_actions)
+        return out
 
     def _next_root(self, td: TensorDictBase, next_td: TensorDictBase) -> TensorDictBase:
         """``step_mdp``: the step's ``"next"`` entries (minus the reward) and the root's
@@ -456,7 +464,10 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
                     + missing_key_message(key, td.keys(True, True))
                 )
             problem = None
-            if self.env.batch_locked and value.shape != spec.shape:
+            if value.shape != spec.shape and index_action(owner, key, spec, value):
+                self._index_actions[key] = spec
+                to_one_hot(td, {key: spec})
+            elif self.env.batch_locked and value.shape != spec.shape:
                 problem = f"shape {list(value.shape)} differs from the spec's {list(spec.shape)}"
             else:
                 try:
