@@ -17,6 +17,7 @@ keys by parsing the recipe files, which keeps the build fast.
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from pathlib import Path
@@ -127,7 +128,7 @@ def static_all(module: str) -> list[str]:
     import ast
 
     path = _source(module)
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     imported = {}  # local name -> module whose __all__ it is
     names: list[str] | None = None
     for node in tree.body:
@@ -155,7 +156,7 @@ def _defines(module: str, name: str) -> bool:
     path = _source(module)
     if path is None:
         return False
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in _tree(path).body:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
             return True
         targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
@@ -164,6 +165,15 @@ def _defines(module: str, name: str) -> bool:
     return False
 
 
+@functools.cache
+def _tree(path: Path):
+    """The parsed source of ``path`` (each file is read many times per build)."""
+    import ast
+
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
 def _source(module: str) -> Path | None:
     path = ROOT.joinpath(*module.split("."))
     for candidate in (path / "__init__.py", path.with_suffix(".py")):
@@ -180,7 +190,7 @@ def origin(module: str, name: str) -> str:
     path = _source(module)
     if path is None:
         return module
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
@@ -210,7 +220,7 @@ def _imported(module: str, name: str) -> bool:
     """Whether ``module`` imports ``name`` at its top level (griffe then sees an alias)."""
     import ast
 
-    tree = ast.parse(_source(module).read_text(encoding="utf-8"))
+    tree = _tree(_source(module))
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
             if any((a.asname or a.name) == name for a in node.names):
@@ -436,6 +446,8 @@ def tutorial_sources() -> list[Path]:
 def on_config(config):
     """Fill the nav's "API reference" and "Tutorials" sections from ``floors()`` and the
     tutorial sources."""
+    _tree.cache_clear()  # a rebuild (``mkdocs serve``) reads the sources again
+    _source.cache_clear()
     for i, item in enumerate(config["nav"]):
         if item == "API reference" or (isinstance(item, dict) and "API reference" in item):
             pages = [{title: f"reference/{s}.md"} for s, (title, _, _) in floors().items()]
