@@ -330,10 +330,18 @@ def _writer_of(result: Path) -> str | None:
     return None
 
 
+_DIARY = re.compile(
+    r"\s*\((?:issue|sessions?) [\d-]+\)|\s+since sessions? [\d-]+"
+    r"|(?<=\()sessions? [\d-]+, |, sessions? [\d-]+(?=[,;)])"
+)
+
+
 def results_tables() -> str:
+    """The results page's tables (work-log references such as "(issue 17)" or "since
+    session 21" are left out: the page says what was measured, not when it was worked on)."""
     out = []
     for path in sorted((ROOT / "benchmarks" / "results").glob("*.md")):
-        text = path.read_text(encoding="utf-8")
+        text = _DIARY.sub("", path.read_text(encoding="utf-8"))
         lines = text.splitlines()
         heading = next((ln.lstrip("#").strip() for ln in lines if ln.startswith("#")), path.stem)
         start = next((i for i, ln in enumerate(lines) if ln.startswith("|")), None)

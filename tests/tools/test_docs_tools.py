@@ -100,3 +100,20 @@ def test_tutorial_page_renders_prose_and_code(hooks, tmp_path):
     page = hooks.tutorial_page(source)
     assert page.startswith("# Title\n\nText.\n\n```python\nx = 1\n```\n")
     assert "python tutorials/notebooks.py run 03 --smoke" in page
+
+
+def test_results_tables_keep_the_table_and_drop_work_log_references(hooks, tmp_path, monkeypatch):
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / "area.md").write_text(
+        "## Area speed (issue 17)\n\nSetup, the default since session 21.\n\n"
+        "| case | ours | floor | target |\n|---|---|---|---|\n| step | 1.0 | 2.0 | <= 1.5 |\n\n"
+        "Notes after the table.\n"
+    )
+    (tmp_path / "benchmarks" / "bench_area.py").write_text('OUT = "area.md"\n')
+    monkeypatch.setattr(hooks, "ROOT", tmp_path)
+    page = hooks.results_tables()
+    assert page.startswith("## Area speed\n\nSetup, the default.\n\n| case | ours | floor |")
+    assert "| step | 1.0 | 2.0 | <= 1.5 |" in page
+    assert "Notes after the table" not in page
+    assert "*reproduce:* `python benchmarks/bench_area.py`" in page
