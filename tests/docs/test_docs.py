@@ -86,6 +86,21 @@ def test_docs_reference_lists_every_public_name(site):
     )
 
 
+def test_docs_every_public_class_and_function_has_a_docstring():
+    import inspect
+
+    bare = set()
+    for package in _public_packages():
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            ours = getattr(obj, "__module__", "").startswith("torchrl_lite")
+            if ours and (inspect.isclass(obj) or inspect.isfunction(obj)):
+                if not (obj.__doc__ or "").strip():
+                    bare.add(f"{package}.{name}")
+    assert not bare, f"public names without a docstring (the reference would be empty): {bare}"
+
+
 def test_docs_reference_renders_docstrings(site):
     page = (site / "reference" / "envs" / "index.html").read_text(encoding="utf-8")
     assert 'id="torchrl_lite.envs.GymEnv"' in page
