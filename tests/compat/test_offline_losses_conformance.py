@@ -170,3 +170,17 @@ def test_td3bc_split_losses_are_the_scripts_update_steps():
     noise = AdditiveGaussianModule(spec=spec, sigma_init=1, sigma_end=1, mean=0, std=0.1,
                                    device="cpu")  # fmt: skip
     assert noise.sigma.device == torch.device("cpu")
+
+
+def test_tanh_normal_reads_an_empty_bound_as_the_default_and_says_so():
+    # TorchRL's v0.4 CQL scripts pass action_spec.space.low[len(batch_size):] of a batch [1]
+    from torchrl_lite.modules import TanhNormal
+
+    loc, scale = torch.randn(5, 3), torch.rand(5, 3) + 0.1
+    with pytest.warns(
+        UserWarning, match=r"low has no entries \(shape \[0, 3\]\); using the default low=-1"
+    ):
+        dist = TanhNormal(loc, scale, min=torch.empty(0, 3), max=torch.empty(0, 3))
+    reference = TanhNormal(loc, scale)
+    x = torch.rand(5, 3) * 1.8 - 0.9
+    torch.testing.assert_close(dist.log_prob(x), reference.log_prob(x))

@@ -8,6 +8,7 @@ Every distribution treats the last dim of its parameters as the event (one actio
 from __future__ import annotations
 
 import math
+import warnings
 from numbers import Number
 
 import torch
@@ -59,6 +60,16 @@ def _low_high(owner: str, low, high, aliases: dict) -> tuple:
                     f"TorchRL's older name of {name}, give one."
                 )
             value = other
+        if isinstance(value, torch.Tensor) and value.numel() == 0:
+            # TorchRL's v0.4 scripts slice a batched spec's bound to shape [0, A]; TorchRL
+            # reads a bound with no entries as no bound, so the default applies (said aloud)
+            warnings.warn(
+                f"{owner}: {name} has no entries (shape {list(value.shape)}); using the "
+                f"default {name}={default}. Pass the unbatched spec's bound to bound the "
+                "actions (e.g. env.action_spec_unbatched.space.low).",
+                stacklevel=3,
+            )
+            value = None
         out.append(default if value is None else value)
     return tuple(out)
 
