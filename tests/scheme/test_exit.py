@@ -25,7 +25,7 @@ EXIT_S = 30  # from the script's last line (or the signal) to the process gone
 
 SCRIPT = textwrap.dedent(
     """
-    import os, sys
+    import gc, sys
     import cloudpickle, ray
     from tests.scheme import doubles
     from tests.scheme.conftest import start_ray
@@ -48,6 +48,9 @@ SCRIPT = textwrap.dedent(
             raise RuntimeError("failed on purpose mid-training")
     if mode == "ray_shutdown":
         ray.shutdown()
+        del learner, scheme, group  # the finaliser runs now, Ray being down
+        gc.collect()
+        print("ray running again:", ray.is_initialized(), flush=True)
     print("end", flush=True)
     """
 )
@@ -122,8 +125,9 @@ def _worker_pids(lines: list) -> list[int]:
 
 @pytest.mark.parametrize("mode", ["end", "ray_shutdown"])
 def test_script_exits_promptly_at_its_end(tmp_path, mode):
-    """The seed's way of ending (no close), plain or after ``ray.shutdown()``: the Scheme's
-    finaliser runs at interpreter exit and must neither start Ray again nor wait."""
+    """The seed's way of ending (no close), plain or after ``ray.shutdown()`` (then the
+    Scheme dropped): its finaliser, at interpreter exit or when dropped, must neither
+    start Ray again nor wait."""
     tag, lines = uuid.uuid4().hex, []
     proc = _start(mode, tag, tmp_path)
     try:
@@ -134,6 +138,8 @@ def test_script_exits_promptly_at_its_end(tmp_path, mode):
             os.killpg(proc.pid, signal.SIGKILL)
     assert code == 0, out[-3000:]
     assert "Exception ignored" not in out  # the finaliser raised nothing
+    if mode == "ray_shutdown":  # freeing the Scheme did not start Ray again
+        assert "ray running again: False" in out
     assert not any(_running(pid) for pid in _worker_pids(lines))
     assert _none_left(tag) == []
 
