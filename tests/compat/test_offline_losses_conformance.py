@@ -184,3 +184,36 @@ def test_tanh_normal_reads_an_empty_bound_as_the_default_and_says_so():
     reference = TanhNormal(loc, scale)
     x = torch.rand(5, 3) * 1.8 - 0.9
     torch.testing.assert_close(dist.log_prob(x), reference.log_prob(x))
+
+
+def test_cql_with_a_batched_action_spec_equals_the_unbatched_one():
+    # TorchRL's v0.4 CQL scripts give the actor the spec of a batch-[1] env: [1, A]
+    from tensordict.nn import NormalParamExtractor
+
+    from torchrl_lite.data import Bounded
+    from torchrl_lite.modules import TanhNormal, ValueOperator
+    from torchrl_lite.objectives import CQLLoss
+
+    def build(shape):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(MLP(3, 4, depth=1), NormalParamExtractor())
+        actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]),
+                                   in_keys=["loc", "scale"], distribution_class=TanhNormal,
+                                   spec=Bounded(-1.0, 1.0, shape=shape))  # fmt: skip
+        qvalue = ValueOperator(MLP(5, 1, depth=1), in_keys=["observation", "action"])
+        return CQLLoss(actor, qvalue, num_random=4, gamma=0.9)
+
+    batch = TensorDict(
+        observation=torch.randn(B, 3), action=torch.rand(B, 2) * 2 - 1,
+        next=TensorDict(observation=torch.randn(B, 3), reward=torch.randn(B, 1),
+                        done=torch.zeros(B, 1, dtype=torch.bool),
+                        terminated=torch.zeros(B, 1, dtype=torch.bool), batch_size=[B]),
+        batch_size=[B],
+    )  # fmt: skip
+    outs = []
+    for shape in ((2,), (1, 2)):
+        loss = build(shape)
+        torch.manual_seed(3)
+        outs.append(loss(batch.clone()))
+    torch.testing.assert_close(outs[1]["loss_cql"], outs[0]["loss_cql"])
+    torch.testing.assert_close(outs[1]["loss_qvalue"], outs[0]["loss_qvalue"])

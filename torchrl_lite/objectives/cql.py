@@ -143,17 +143,26 @@ class CQLLoss(SACLoss):
                 next_value = next_value - alpha * log_prob_of(dist, next_action, td.batch_dims)
             return next_value
 
+    def _unbatched_bounds(self, action_dims: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The action bounds ``[*action_shape]``: a batched env's spec (e.g. ``[1, A]`` for
+        one sub-env) gives its first sub-env's bounds."""
+        low, high = self.action_low, self.action_high
+        extra = low.dim() - action_dims
+        if extra > 0:
+            low, high = low[(0,) * extra], high[(0,) * extra]
+        return low, high
+
     def _cql_terms(self, td: TensorDictBase, dist, pred: torch.Tensor, out: dict) -> None:
         """``loss_cql`` (and the Lagrange terms) from the predictions ``[N, *B]``."""
         n, batch_dims = self.num_random, td.batch_dims
         next_td = self._next_td(td)
         with torch.no_grad():
-            low, high = self.action_low, self.action_high
+            current = dist.sample((n,))  # [S, *B, *action_shape]
+            log_current = log_prob_of(dist, current, batch_dims + 1)  # [S, *B]
+            low, high = self._unbatched_bounds(current.dim() - batch_dims - 1)
             shape = (n, *td.batch_size, *low.shape)
             uniform = low + (high - low) * torch.rand(shape, device=low.device, dtype=low.dtype)
             log_uniform = -(high - low).log().sum().expand(n, *td.batch_size)  # [S, *B]
-            current = dist.sample((n,))  # [S, *B, *action_shape]
-            log_current = log_prob_of(dist, current, batch_dims + 1)  # [S, *B]
             next_dist = self._policy_dist(next_td)
             following = next_dist.sample((n,))
             log_following = log_prob_of(next_dist, following, batch_dims + 1)
