@@ -412,3 +412,20 @@ def test_gae_chunked_value_calls_and_nan_next_observations():
         GAE(gamma=0.9, lmbda=0.95, value_network=net, num_chunks=0)
     with pytest.raises(ValueError, match="num_chunk=2 and num_chunks=3 differ"):
         GAE(gamma=0.9, lmbda=0.95, value_network=net, num_chunks=3, num_chunk=2)
+
+
+def test_gym_env_with_an_image_observation_returns_it_as_pixels():
+    import gymnasium as gym
+
+    from torchrl_lite.envs import GymEnv
+
+    env = GymEnv("ALE/Pong-v5")  # ale-py registered on demand
+    assert list(env.observation_spec.keys()) == ["pixels"]
+    raw = gym.make("ALE/Pong-v5")
+    first, _ = raw.reset(seed=4)
+    env.set_seed(4)
+    td = env.reset()
+    assert torch.equal(td["pixels"], torch.from_numpy(first))
+    # from_pixels on such an env renders nothing more: the screen is the pixels
+    assert list(GymEnv("ALE/Pong-v5", from_pixels=True).observation_spec.keys()) == ["pixels"]
+    assert list(GymEnv("CartPole-v1").observation_spec.keys()) == ["observation"]

@@ -31,7 +31,6 @@ from torchrl_lite.envs import (
     ExcludeTransform,
     GrayScale,
     GymEnv,
-    RenameTransform,
     Resize,
     RewardClipping,
     RewardSum,
@@ -163,7 +162,7 @@ def _make_atari_env(env_id: str, num_envs: int, seed: int | None, **kwargs) -> E
     gymnasium.register_envs(ale_py)
     keep_raw = kwargs.pop("from_pixels", False)
     kwargs.pop("pixels_only", None)
-    env = GymEnv(env_id, num_envs=num_envs, **kwargs)  # observation: [*B, 210, 160, 3] uint8
+    env = GymEnv(env_id, num_envs=num_envs, **kwargs)  # "pixels": [*B, 210, 160, 3] uint8
     env = TransformedEnv(env, atari_transforms(keep_raw))
     if seed is not None:
         env.set_seed(seed)
@@ -175,13 +174,12 @@ def atari_transforms(keep_raw: bool = False) -> Compose:
 
     ALE's v5 envs already repeat each action 4 times and repeat the previous action with
     probability 0.25 (sticky actions, in place of no-op starts); episodes last until the
-    game is over (no life-loss terminals). On top: the screen renamed ``"pixels"``,
+    game is over (no life-loss terminals). On top of the screen (``"pixels"``):
     grayscale, an 84x84 area resize and 4 stacked frames (Mnih et al. 2015) in
     ``"pixels_stack"``, ``RewardSum`` of the raw score into ``"episode_reward"``, then
     rewards clipped to ``[-1, 1]`` for learning.
     """
     return Compose(
-        RenameTransform([K.OBSERVATION], [K.PIXELS]),
         pixel_transforms(keep_raw, size=ATARI_SIZE),
         RewardSum(),  # the game score, before clipping
         RewardClipping(-1.0, 1.0),

@@ -82,6 +82,18 @@ def space_to_spec(space, categorical_action_encoding: bool = False, device=None)
     raise TypeError(f"Gymnasium space {space!r} is not supported")
 
 
+def _is_image_space(space) -> bool:
+    """An RGB image observation: a uint8-range ``Box`` of shape ``[H, W, 3]``."""
+    box = _gym().spaces.Box
+    return (
+        isinstance(space, box)
+        and len(space.shape) == 3
+        and space.shape[-1] == 3
+        and bool((space.low == 0).all())
+        and bool((space.high == 255).all())
+    )
+
+
 def _numpy(tensor: torch.Tensor) -> np.ndarray:
     """``tensor.numpy()`` (shares memory), through ``detach().cpu()`` where that is needed."""
     try:
@@ -166,7 +178,9 @@ class GymWrapper(EnvBase):
         env: a ``gymnasium.Env`` or ``gymnasium.vector.VectorEnv``.
         categorical_action_encoding: discrete actions as integers (``Categorical``)
             instead of one-hot vectors.
-        from_pixels: add ``"pixels"`` (the ``rgb_array`` render, uint8 ``[H, W, 3]``).
+        from_pixels: add ``"pixels"`` (the ``rgb_array`` render, uint8 ``[H, W, 3]``). An
+            env whose observation is such an image (Atari) returns it as ``"pixels"``
+            without rendering, as in TorchRL.
         pixels_only: with ``from_pixels``, drop the state observation.
         frame_skip: repeat each action this many times, summing rewards.
         device, spec_check: see ``EnvBase``.
@@ -200,8 +214,12 @@ class GymWrapper(EnvBase):
         self.num_envs = env.num_envs if self.vectorized else 0
         batch = (self.num_envs,) if self.vectorized else ()
         super().__init__(device=device, batch_size=batch, spec_check=spec_check)
-        self.from_pixels = from_pixels
-        self.pixels_only = pixels_only and from_pixels
+        # an env whose observation is an RGB image (Atari) observes pixels already: its
+        # observation is "pixels" and nothing is rendered for it (TorchRL's rule)
+        self._image_obs = _is_image_space(self._single("observation_space"))
+        self._render_pixels = from_pixels and not self._image_obs
+        self.from_pixels = from_pixels or self._image_obs
+        self.pixels_only = pixels_only and self._render_pixels
         self.frame_skip = frame_skip
         self.categorical_action_encoding = categorical_action_encoding
         self._pending_seed: int | None = None
@@ -248,12 +266,13 @@ class GymWrapper(EnvBase):
                         _pick(obs_space, key), spec, self.vectorized, self.batch_size
                     )
             else:
-                observation[K.OBSERVATION] = obs_spec
-                self._obs_keys[K.OBSERVATION] = _Converter(obs_space, obs_spec, self.vectorized)
+                key = K.PIXELS if self._image_obs else K.OBSERVATION
+                observation[key] = obs_spec
+                self._obs_keys[key] = _Converter(obs_space, obs_spec, self.vectorized)
         self._single_obs = (
             self._obs_keys.get(K.OBSERVATION) if list(self._obs_keys) == [K.OBSERVATION] else None
         )
-        if self.from_pixels:
+        if self._render_pixels:
             frame = self._probe_render()
             observation[K.PIXELS] = Bounded(
                 0, 255, frame.shape[len(self.batch_size) :], device=self.device, dtype=torch.uint8
@@ -372,10 +391,12 @@ class GymWrapper(EnvBase):
         self._last_obs = obs
         if self._single_obs is not None:
             entries[K.OBSERVATION] = self._single_obs.to_tensor(obs)
+        elif self._image_obs:  # the screen itself is "pixels"
+            entries[K.PIXELS] = self._obs_keys[K.PIXELS].to_tensor(obs)
         else:
             for key, conv in self._obs_keys.items():
                 entries[key] = conv.to_tensor(_pick(obs, key))
-        if self.from_pixels:
+        if self._render_pixels:
             entries[K.PIXELS] = torch.from_numpy(self._render_array())
         if self._off_cpu:
             entries = {k: v.to(self.device, non_blocking=True) for k, v in entries.items()}
