@@ -144,3 +144,12 @@ def test_transformed_batched_env_starts_again_after_close():
     single.close()
     with pytest.raises(RuntimeError, match="Cannot roll out TransformedEnv: the env is closed"):
         single.rollout(2)
+
+
+def test_model_based_is_a_package_with_torchrls_dreamer_module_path():
+    # TorchRL's dreamer_v3 script: from torchrl.envs.model_based.dreamer import DreamerEnv
+    from torchrl_lite.envs import DreamerEnv as FromEnvs
+    from torchrl_lite.envs.model_based import DreamerEnv
+    from torchrl_lite.envs.model_based.dreamer import DreamerEnv as FromModule
+
+    assert DreamerEnv is FromModule is FromEnvs

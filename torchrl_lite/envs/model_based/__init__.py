@@ -1,0 +1,13 @@
+"""Model-based envs: learned world models stepped like envs (TorchRL's
+``torchrl.envs.model_based`` package; the Dreamer env lives in ``.dreamer``).
+
+Example:
+    >>> from torchrl_lite.envs.model_based import DreamerEnv
+    >>> from torchrl_lite.envs.model_based.dreamer import DreamerEnv as Same
+    >>> DreamerEnv is Same
+    True
+"""
+
+from torchrl_lite.envs.model_based.dreamer import BELIEF, STATE, DreamerEnv
+
+__all__ = ["DreamerEnv", "STATE", "BELIEF"]
