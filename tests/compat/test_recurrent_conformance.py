@@ -66,3 +66,84 @@ def test_recurrent_mode_rejects_a_scalar_input():
     td = TensorDict({"x": torch.tensor(1.0), "is_init": torch.ones(1, dtype=torch.bool)}, [])
     with pytest.raises(ValueError, match="got a scalar input"):
         lstm.set_recurrent_mode(True)(td)
+
+
+def test_explicit_out_keys_are_kept_as_given_and_python_based_switch():
+    # export tutorial: LSTMModule(in_keys=["observation", "hidden0", "hidden1"],
+    # out_keys=["intermediate", "hidden0", "hidden1"]).make_python_based()
+    lstm = LSTMModule(
+        input_size=4,
+        hidden_size=5,
+        num_layers=2,
+        in_keys=["observation", "hidden0", "hidden1"],
+        out_keys=["intermediate", "hidden0", "hidden1"],
+    )
+    assert lstm.out_keys == ["intermediate", "hidden0", "hidden1"]
+    assert LSTMModule(input_size=4, hidden_size=5, in_key="x", out_key="y").out_keys == [
+        "y",
+        ("next", "recurrent_state_h"),
+        ("next", "recurrent_state_c"),
+    ]
+    td = TensorDict(
+        {
+            "observation": torch.randn(3, 4),
+            "hidden0": torch.randn(3, 2, 5),
+            "hidden1": torch.randn(3, 2, 5),
+            "is_init": torch.zeros(3, 1, dtype=torch.bool),
+        },
+        [3],
+    )
+    fused = lstm(td.clone())
+    assert lstm.make_python_based() is lstm and lstm.python_based
+    python = lstm(td.clone())
+    for key in ("intermediate", "hidden0", "hidden1"):
+        torch.testing.assert_close(python[key], fused[key], rtol=1e-5, atol=1e-6)
+    assert lstm.make_cudnn_based() is lstm and not lstm.python_based
+
+
+def test_recurrent_policy_exports_with_batch_size_transforms():
+    # export tutorial: BatchSizeTransform(reshape_fn=...) as policy layers around a
+    # python-based LSTM, then torch.export on unbatched inputs
+    from torchrl_lite.envs import BatchSizeTransform
+    from torchrl_lite.modules import MLP
+
+    torch.manual_seed(0)
+    lstm = LSTMModule(
+        input_size=6,
+        num_layers=2,
+        hidden_size=8,
+        in_keys=["observation", "hidden0", "hidden1"],
+        out_keys=["intermediate", "hidden0", "hidden1"],
+    ).make_python_based()
+    policy = TensorDictSequential(
+        BatchSizeTransform(reshape_fn=lambda td: td.unsqueeze(0)),
+        lstm,
+        TensorDictModule(
+            MLP(in_features=8, out_features=3, num_cells=[16]), ["intermediate"], ["action"]
+        ),
+        BatchSizeTransform(reshape_fn=lambda td: td.squeeze(0)),
+    )
+    policy.select_out_keys("action", "hidden0", "hidden1")
+    inputs = {
+        "observation": torch.randn(6),
+        "hidden0": torch.randn(2, 8),
+        "hidden1": torch.randn(2, 8),
+        "is_init": torch.zeros((), dtype=torch.bool),
+    }
+    exported = torch.export.export(policy, args=(), kwargs=inputs, strict=False)
+    action, h0, h1 = exported.module()(**inputs)
+    # reference: nn.LSTM on [1, 1, 6] with states [L, 1, H], then the MLP
+    y, (rh0, rh1) = lstm.lstm(
+        inputs["observation"].reshape(1, 1, 6),
+        (inputs["hidden0"].unsqueeze(1), inputs["hidden1"].unsqueeze(1)),
+    )
+    torch.testing.assert_close(action, policy[2].module(y.reshape(8)), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(h0, rh0.squeeze(1), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(h1, rh1.squeeze(1), rtol=1e-5, atol=1e-6)
+
+
+def test_batch_size_transform_needs_a_batch_size_or_a_reshape():
+    from torchrl_lite.envs import BatchSizeTransform
+
+    with pytest.raises(TypeError, match="needs batch_size .* or reshape_fn"):
+        BatchSizeTransform()

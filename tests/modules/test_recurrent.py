@@ -153,7 +153,7 @@ def test_recurrent_keys_and_modes():
         input_size=F, hidden_size=H, in_keys=["x", "h", "c"], out_keys=["y", "h", ("next", "c")]
     )
     assert lstm.in_keys == ["x", "h", "c", "is_init"]
-    assert lstm.out_keys == ["y", ("next", "h"), ("next", "c")]
+    assert lstm.out_keys == ["y", "h", ("next", "c")]  # as given, as TorchRL keeps them
     gru = GRUModule(nn.GRU(F, H, batch_first=True), in_keys=["x", "h"], out_keys=["y", "h"])
     assert gru.gru.hidden_size == H
     assert not recurrent_mode() and not gru.recurrent_mode

@@ -27,8 +27,10 @@ class BatchSizeTransform(Transform):
       batch before each step.
 
     Args:
-        batch_size: the new batch size.
+        batch_size: the new batch size (default with ``reshape_fn``: what it gives).
         reshape_fn: a TensorDict -> TensorDict reshape of the env's outputs (optional).
+            Called on a TensorDict (e.g. inside a ``TensorDictSequential`` policy), the
+            transform applies it.
         reset_func: called as ``reset_func(tensordict)`` instead of the default (a
             TensorDict of the new batch size) to build the reset's input when the reset
             gets none (optional).
@@ -44,8 +46,10 @@ class BatchSizeTransform(Transform):
 
     def __init__(self, *, batch_size=None, reshape_fn=None, reset_func=None, env_kwarg=False):
         super().__init__()
-        if batch_size is None:
-            raise TypeError("BatchSizeTransform needs batch_size (the env's new batch size)")
+        if batch_size is None and reshape_fn is None:
+            raise TypeError(
+                "BatchSizeTransform needs batch_size (the env's new batch size) or reshape_fn"
+            )
         if env_kwarg:
             raise ValueError(
                 "BatchSizeTransform(env_kwarg=True) is not supported: the env's reset reads "
@@ -53,7 +57,7 @@ class BatchSizeTransform(Transform):
             )
         if reshape_fn is not None and not callable(reshape_fn):
             raise TypeError(f"BatchSizeTransform: reshape_fn must be callable, got {reshape_fn!r}")
-        self.batch_size = _size(batch_size)
+        self.batch_size = None if batch_size is None else _size(batch_size)  # None: reshape_fn's
         self.reshape_fn, self.reset_func = reshape_fn, reset_func
         self._parent_batch = None
         self._device = None
@@ -62,6 +66,8 @@ class BatchSizeTransform(Transform):
     def _attach(self, specs):
         if self.reshape_fn is not None:
             out = self.reshape_fn(TensorDict(batch_size=specs.batch_size))
+            if self.batch_size is None:
+                self.batch_size = out.batch_size
             if out.batch_size != self.batch_size:
                 raise ValueError(
                     f"BatchSizeTransform: reshape_fn turns batch {list(specs.batch_size)} into "
@@ -115,7 +121,8 @@ class BatchSizeTransform(Transform):
         return self.reshape_fn is not None
 
     def extra_repr(self) -> str:
-        return f"batch_size={list(self.batch_size)}, reshape_fn={self.reshape_fn}"
+        size = None if self.batch_size is None else list(self.batch_size)
+        return f"batch_size={size}, reshape_fn={self.reshape_fn}"
 
 
 class RandomCropTensorDict(Transform):

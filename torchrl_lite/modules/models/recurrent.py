@@ -178,18 +178,14 @@ class _RecurrentModule(TensorDictModuleBase):
             )
         if (out_key is None) == (out_keys is None):
             raise ValueError(f"{type(self).__name__} needs exactly one of out_key and out_keys.")
-        if out_keys is None:
-            out_keys = [out_key, *in_keys[1:]]
+        if out_keys is None:  # the next hidden states go under "next"
+            out_keys = [out_key, *(unravel_key((K.NEXT, key)) for key in in_keys[1:])]
         out_keys = unravel_key_list(list(out_keys) if not isinstance(out_keys, str) else [out_keys])
         if len(out_keys) != n + 1:
             raise ValueError(
                 f"{type(self).__name__} out_keys must be [output, {', '.join(self._hidden_names)}] "
                 f"({n + 1} keys), got {out_keys}."
             )
-        out_keys = [out_keys[0]] + [
-            key if isinstance(key, tuple) and key[0] == K.NEXT else unravel_key((K.NEXT, key))
-            for key in out_keys[1:]
-        ]
         self.in_keys = [*in_keys, K.IS_INIT]
         self.out_keys = out_keys
         self._recurrent_mode = bool(default_recurrent_mode)
@@ -206,6 +202,17 @@ class _RecurrentModule(TensorDictModuleBase):
         out = copy.copy(self)
         out._recurrent_mode = bool(mode)
         return out
+
+    def make_python_based(self) -> _RecurrentModule:
+        """Run the rnn step by step in Python from now on (in place; returns self): the
+        form ``torch.export`` / ``torch.compile`` / ``vmap`` can trace. Same outputs."""
+        self.python_based = True
+        return self
+
+    def make_cudnn_based(self) -> _RecurrentModule:
+        """Run the fused ``nn.LSTM`` / ``nn.GRU`` kernel again (in place; returns self)."""
+        self.python_based = False
+        return self
 
     @property
     def _state_shape(self) -> tuple[int, int]:
@@ -381,7 +388,8 @@ class LSTMModule(_RecurrentModule):
         in_key: the input key; the hidden keys are then the defaults.
         in_keys: ``[input, h, c]`` keys (instead of ``in_key``).
         out_key: the output key; the next hidden keys are then ``("next", h)``, ``("next", c)``.
-        out_keys: ``[output, h, c]``; hidden keys are placed under ``"next"`` if not already.
+        out_keys: ``[output, h, c]``, as given (TorchRL's rule): write
+            ``("next", h)`` / ``("next", c)`` for the states the next step reads.
         device: where to create the parameters.
         lstm: an existing ``nn.LSTM`` (batch_first=True) instead of the size arguments.
         default_recurrent_mode: the mode outside any ``set_recurrent_mode`` context.
@@ -465,7 +473,8 @@ class GRUModule(_RecurrentModule):
         in_key: the input key; the hidden key is then ``"recurrent_state"``.
         in_keys: ``[input, hidden]`` keys (instead of ``in_key``).
         out_key: the output key; the next hidden key is then ``("next", "recurrent_state")``.
-        out_keys: ``[output, hidden]``; the hidden key is placed under ``"next"`` if not already.
+        out_keys: ``[output, hidden]``, as given: write ``("next", hidden)`` for the state
+            the next step reads.
         device: where to create the parameters.
         gru: an existing ``nn.GRU`` (batch_first=True) instead of the size arguments.
         default_recurrent_mode: the mode outside any ``set_recurrent_mode`` context.
