@@ -1,0 +1,99 @@
+"""MuJoCo learning curves and table from the run folders under ``benchmarks/runs/``.
+
+Reads each ``<algo>-<env>-s<seed>`` folder's periodic deterministic evaluations
+(``evaluations.csv``, or the checkpoint's copy while the run is still going), draws one
+PNG per algorithm and env (each seed, the published return as a dashed line, the target
+as a dotted one) into ``benchmarks/results/`` and prints a markdown table.
+
+Run: ``python benchmarks/plot_mujoco.py``
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+RUNS = Path(__file__).parent / "runs"
+RESULTS = Path(__file__).parent / "results"
+# (algo, env) -> (published mean return at 1M env steps, where from, our target)
+PUBLISHED = {
+    ("sac", "HalfCheetah-v5"): (9_635, "CleanRL (v2)", 8_700),
+    ("td3", "HalfCheetah-v5"): (9_583, "CleanRL (v4)", 8_600),
+    ("sac", "Hopper-v5"): (2_310, "CleanRL (v2)", 2_100),
+    ("td3", "Hopper-v5"): (3_135, "CleanRL (v4)", 2_800),
+    ("ppo", "HalfCheetah-v5"): (5_819, "rl-zoo (v3, tuned)", 2_000),
+    ("ppo", "Hopper-v5"): (2_410, "rl-zoo (v3, tuned)", 2_100),
+    ("ppo", "Walker2d-v5"): (3_479, "rl-zoo (v3, tuned)", 2_500),
+}
+FOLDER = re.compile(r"(?P<algo>[a-z0-9_]+)-(?P<env>.+)-s(?P<seed>\d+)$")
+
+
+def evaluations(folder: Path) -> tuple[list[tuple[int, float]], bool]:
+    """``([(frames, mean return)], finished)`` of a run folder."""
+    path = folder / "evaluations.csv"
+    if path.is_file() and (folder / "summary.json").is_file():
+        with path.open() as f:
+            rows = [(int(r["frames"]), float(r["mean_return"])) for r in csv.DictReader(f)]
+        return rows, True
+    import torch
+
+    if not (folder / "checkpoint" / "state.pt").is_file():
+        return [], False  # started, no checkpoint yet
+    state = torch.load(folder / "checkpoint" / "state.pt", weights_only=False, map_location="cpu")
+    history = state["hooks"].get("periodic_evaluation", {}).get("history", [])
+    return [(int(h[0]), float(h[1])) for h in history], False
+
+
+def main() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs: dict[tuple[str, str], list] = {}
+    for folder in sorted(RUNS.iterdir()):
+        match = FOLDER.match(folder.name)
+        if not match or not (folder / "config.json").is_file():
+            continue
+        rows, finished = evaluations(folder)
+        summary = folder / "summary.json"
+        seconds = json.loads(summary.read_text()).get("seconds") if summary.is_file() else None
+        key = (match["algo"], match["env"])
+        runs.setdefault(key, []).append((int(match["seed"]), rows, finished, seconds))
+    lines = [
+        "| algo | env | seed | env steps | last eval | best eval | target | published | state |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    RESULTS.mkdir(exist_ok=True)
+    for (algo, env), seeds in sorted(runs.items()):
+        published, source, target = PUBLISHED.get((algo, env), (None, "", None))
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for seed, rows, finished, seconds in seeds:
+            if rows:
+                ax.plot([r[0] for r in rows], [r[1] for r in rows], label=f"seed {seed}")
+            last = rows[-1] if rows else (0, float("nan"))
+            best = max((r[1] for r in rows), default=float("nan"))
+            state = "finished" if finished else "in progress (checkpoint)"
+            if finished and seconds:
+                state += f", {seconds / 3600:.1f} h"
+            lines.append(
+                f"| {algo.upper()} | {env} | {seed} | {last[0]:,} | {last[1]:,.0f} | {best:,.0f} "
+                f"| {target or '-'} | {published or '-'} {source} | {state} |"
+            )
+        if published:
+            ax.axhline(published, ls="--", c="k", lw=1, label=f"{source}: {published:,}")
+        if target:
+            ax.axhline(target, ls=":", c="gray", lw=1, label=f"target {target:,}")
+        ax.set(xlabel="env steps", ylabel="deterministic return (10 episodes)",
+               title=f"{algo.upper()} on {env}")  # fmt: skip
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(RESULTS / f"mujoco_{algo}_{env}.png", dpi=80)
+        plt.close(fig)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
