@@ -245,3 +245,33 @@ def test_rotation_archive_replaces_a_directory_of_the_same_step(tmp_path):
     path = rotation.save(Checkpoint(a={"v": 2}, format="archive"), step=1)
     assert path.name == "checkpoint-000000000001.torchrl"
     assert rotation.checkpoints() == (path,)
+
+
+def test_dqn_script_training_state_roundtrips_through_an_archive(tmp_path):
+    # TorchRL's dqn_cartpole registers the collector (its env state holds pickled bytes),
+    # the replay buffer, the loss and the RNG in one archive, and resumes all but config
+    from torchrl_lite.collectors import Collector
+    from torchrl_lite.envs import GymEnv
+
+    env = GymEnv("CartPole-v1")
+    env.set_seed(0)
+    collector = Collector(env, None, frames_per_batch=8, total_frames=-1)
+    rb = ReplayBuffer(storage=LazyTensorStorage(100))
+    rb.extend(collector.next())
+    ckpt = Checkpoint(
+        format="archive",
+        collector=collector,
+        replay_buffer=rb,
+        rng=GlobalRNGState(),
+        config={"a": 1},
+    )
+    path = ckpt.save(tmp_path / "state.torchrl")
+    expected = collector.next()
+    stored = rb[:].clone()
+    rb.extend(expected)
+    result = ckpt.load(path, components={"collector", "replay_buffer", "rng"})
+    assert result.unrequested == {"config"}
+    torch.testing.assert_close(rb[:], stored)  # the buffer is back to 8 items
+    again = collector.next()  # the collector continues from the saved point
+    torch.testing.assert_close(again["next", "observation"], expected["next", "observation"])
+    collector.shutdown()

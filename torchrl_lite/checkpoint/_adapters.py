@@ -9,6 +9,7 @@ else (nesting, ints, strings, ...); ``payload_format="torch"`` uses ``torch.save
 from __future__ import annotations
 
 import abc
+import base64
 import json
 import shutil
 import zipfile
@@ -19,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, TensorDictBase
 
 __all__ = [
     "CheckpointAdapter",
@@ -192,6 +193,13 @@ def _encode(value, tensors: dict) -> dict:
             value.astype(np.int64) if value.dtype == np.uint32 else value.copy()
         )
         return {"array": key, "dtype": value.dtype.str}
+    if isinstance(value, TensorDictBase):  # before Mapping: it is one
+        items = {key: _encode(v, tensors) for key, v in value.items()}
+        return {
+            "tensordict": items,
+            "batch_size": list(value.batch_size),
+            "device": None if value.device is None else str(value.device),
+        }
     if isinstance(value, Mapping):
         out = {"map": [[_encode(k, tensors), _encode(v, tensors)] for k, v in value.items()]}
         if isinstance(value, OrderedDict):
@@ -211,6 +219,8 @@ def _encode(value, tensors: dict) -> dict:
         return {"device_value": str(value)}
     if isinstance(value, np.generic):
         return {"value": value.item()}
+    if isinstance(value, (bytes, bytearray)):  # stored as text; never unpickled here
+        return {"bytes": base64.b64encode(bytes(value)).decode("ascii")}
     if value is None or isinstance(value, (bool, int, float, str)):
         return {"value": value}
     raise TypeError(
@@ -234,6 +244,12 @@ def _decode(node: dict, tensors, map_location):
         return tensors[node["tensor"]].to(_target_device(node["device"], map_location), copy=True)
     if "array" in node:
         return tensors[node["array"]].numpy().astype(np.dtype(node["dtype"]))
+    if "tensordict" in node:
+        entries = {k: _decode(v, tensors, map_location) for k, v in node["tensordict"].items()}
+        device = node["device"]
+        if device is not None:
+            device = _target_device(device, map_location)
+        return TensorDict(entries, batch_size=node["batch_size"], device=device)
     if "map" in node:
         out = OrderedDict() if node.get("ordered") else {}
         for k, v in node["map"]:
@@ -251,6 +267,8 @@ def _decode(node: dict, tensors, map_location):
         return getattr(torch, node["dtype"])
     if "device_value" in node:
         return torch.device(node["device_value"])
+    if "bytes" in node:
+        return base64.b64decode(node["bytes"])
     return node["value"]
 
 
