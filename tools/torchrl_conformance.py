@@ -219,10 +219,11 @@ def run_scripts(args) -> list[dict]:
                 continue
             argv = shlex.split(cmd)
             argv[0] = sys.executable
-            with tempfile.TemporaryDirectory(prefix=f"run-{name}-") as work:
+            slug = re.sub(r"[^\w.#-]", "_", name)  # "bandits/dqn" -> "bandits_dqn"
+            with tempfile.TemporaryDirectory(prefix=f"run-{slug}-") as work:
                 # Hydra writes ./outputs under the working folder; scripts are found by path.
                 argv[1] = str(Path(tmp) / argv[1])
-                log = Path(args.logs) / f"{args.era}-{name}.log" if args.logs else None
+                log = Path(args.logs) / f"{args.era}-{slug}.log" if args.logs else None
                 row.update(run_one(argv, Path(work), args.timeout, log))
             row["command"] = " ".join(shlex.quote(a) for a in shlex.split(cmd)[1:])
             rows.append(row)
