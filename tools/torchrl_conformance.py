@@ -17,7 +17,10 @@ Usage::
 
 ``scripts`` reads the commands TorchRL's own CI runs (the small-budget hydra overrides
 in ``.github/unittest/linux_sota/scripts/test_sota.py`` or, for older releases,
-``.github/unittest/linux_examples/scripts/run_test.sh``) from DIR.
+``.github/unittest/linux_examples/scripts/run_test.sh``) from DIR. The offline scripts
+read D4RL/Minari datasets from the usual cache folders and download nothing here: fill
+them first with ``python tools/make_offline_cache.py torchrl-ci`` (small datasets from
+random rollouts, in the caches' own layouts).
 """
 
 from __future__ import annotations
