@@ -126,6 +126,23 @@ def test_td3_computes_the_actor_loss_only_on_the_actor_steps():
     assert all(int(state["step"]) == 6 for state in actor_adam.values())
 
 
+def test_td3_actor_loss_reads_the_first_q_network_only():
+    from torchrl_lite.objectives import TD3Loss
+
+    td3 = get_recipe("td3")
+    cfg = config_for(td3, "Pendulum-v1", frames=8, init_random_frames=4, hidden=8)
+    trainer, _ = td3.make_trainer(cfg, progress_bar=False)
+    loss = trainer.loss_module
+    batch = trainer.collector.env.rollout(16).reshape(-1)  # [16]
+    got, want = {}, {}
+    loss._actor_terms(batch, got)
+    TD3Loss._actor_terms(loss, batch, want)  # the library's: every Q-network, then [0]
+    torch.testing.assert_close(got["loss_actor"], want["loss_actor"])
+    got["loss_actor"].backward()
+    assert all(p.grad is None for p in loss.qvalue_network.parameters())  # detached
+    assert all(p.grad is not None for p in loss.actor_network.parameters())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_compile_update_gives_the_eager_losses_and_gradients(algo):

@@ -27,6 +27,7 @@ from torchrl_lite.modules import (
     ValueOperator,
 )
 from torchrl_lite.objectives import SoftUpdate, TD3Loss
+from torchrl_lite.objectives.ensemble import Ensemble
 from torchrl_lite.recipes.common import check_action_kind, make_env, whole_batches
 from torchrl_lite.trainers import OptimizerHook, ReplayBufferTrainer, Trainer
 
@@ -142,8 +143,15 @@ class DelayedTD3Loss(TD3Loss):
     actor_step: bool = True
 
     def _actor_terms(self, td, out: dict) -> None:
-        if self.actor_step:
-            super()._actor_terms(td, out)
+        if not self.actor_step:
+            return
+        ensemble = self.qvalue_network
+        if not isinstance(ensemble, Ensemble):
+            return super()._actor_terms(td, out)
+        # only the first Q-network enters the actor's loss: the other copy is not run
+        action = self._action_of(self.actor_network, td)  # [*B, *action_shape]
+        first = ensemble(self._q_input(td, action, None), params=ensemble.params[:1].detach())
+        out["loss_actor"] = -self._read(first, "state_action_value", "the Q-network")[0].mean()
 
 
 def make_loss(cfg: Config, actor, qvalue, spec):

@@ -231,7 +231,9 @@ class TanhNormal(D.Distribution):
         _check_scale("TanhNormal", scale)
         self._bounds = _bounds(low, high, loc)
         shape, bounds_shape = loc.shape, self._bounds.shape()
-        if scale.shape != shape or (bounds_shape and bounds_shape != shape):
+        # bounds [A] under a loc [*B, A] (the usual case) broadcast to loc's shape as is
+        bounds_fit = not bounds_shape or shape[len(shape) - len(bounds_shape) :] == bounds_shape
+        if scale.shape != shape or not bounds_fit:
             shape = torch.broadcast_shapes(shape, scale.shape, bounds_shape)  # slow: ~20 us
         if loc.shape != shape:
             loc = loc.expand(shape)
