@@ -24,17 +24,16 @@ from torch import nn
 
 from torchrl_lite import _keys as K
 from torchrl_lite import _td
-from torchrl_lite._utils import missing_key_message
 from torchrl_lite.collectors._args import (
     check_int,
     check_policy,
     check_policy_inputs,
-    index_action,
     make_env,
     param_device,
     to_one_hot,
 )
 from torchrl_lite.collectors._base import DataCollectorBase
+from torchrl_lite.collectors._checks import check_first_actions
 from torchrl_lite.collectors._compile import compile_policy_in_place
 from torchrl_lite.collectors._dispatch import BackendDispatch
 from torchrl_lite.collectors._fast_batch import fast_batch
@@ -50,8 +49,6 @@ from torchrl_lite.envs._rollout import StepRecorder
 from torchrl_lite.envs._step_checks import check_step_output
 from torchrl_lite.envs.utils import (
     ExplorationType,
-    action_entries,
-    check_action_value,
     check_batch_bounds,
     next_root_entries,
     set_exploration_type,
@@ -446,39 +443,7 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
 
     # -- checks ------------------------------------------------------------------------
     def _check_action(self, td, before: set) -> None:
-        owner = type(self).__name__
-        if not isinstance(td, TensorDictBase):
-            raise TypeError(
-                f"{owner}: the policy returned {type(td).__name__}; it must return the "
-                "TensorDict it was given, with the action written in it."
-            )
-        written = [k for k in td.keys(True, True) if k not in before]
-        out_keys = getattr(self.policy, "out_keys", None)
-        declared = f" (policy.out_keys={out_keys})" if out_keys is not None else ""
-        for key, spec, value in action_entries(self.env, td):
-            if value is None:
-                raise KeyError(
-                    f"{owner}: the policy did not write {key!r}, which the env's action spec "
-                    f"declares ({spec}). The policy wrote {written}{declared}. Make the "
-                    f"policy's out_keys include {key!r}. "
-                    + missing_key_message(key, td.keys(True, True))
-                )
-            problem = None
-            if value.shape != spec.shape and index_action(owner, key, spec, value):
-                self._index_actions[key] = spec
-                to_one_hot(td, {key: spec})
-            elif self.env.batch_locked and value.shape != spec.shape:
-                problem = f"shape {list(value.shape)} differs from the spec's {list(spec.shape)}"
-            else:
-                try:
-                    check_action_value(self.env, key, spec, value)  # a float overshoot warns
-                except ValueError as err:
-                    problem = str(err)
-            if problem is not None:
-                raise ValueError(
-                    f"{owner}: the policy wrote {key!r} outside the env's action spec: "
-                    f"{problem}\n  spec: {spec}\n  policy output keys: {written}{declared}"
-                )
+        check_first_actions(self, td, before)
 
     def _defaults(self) -> dict:
         """Zeros for the policy's outputs, recorded in random-policy steps so that every
