@@ -25,6 +25,7 @@ import sys
 TORCHRL_CI = [
     ("d4rl", "halfcheetah-medium-v2", "HalfCheetah-v4"),
     ("d4rl", "hopper-medium-v2", "Hopper-v4"),
+    ("d4rl", "halfcheetah-expert-v2", "HalfCheetah-v4"),  # GAIL's expert data
     ("minari", "mujoco/hopper/expert-v0", "Hopper-v4"),
 ]
 
