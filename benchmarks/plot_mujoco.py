@@ -31,19 +31,26 @@ FOLDER = re.compile(r"(?P<algo>[a-z0-9_]+)-(?P<env>.+)-s(?P<seed>\d+)$")
 
 
 def evaluations(folder: Path) -> tuple[list[tuple[int, float]], bool]:
-    """``([(frames, mean return)], finished)`` of a run folder."""
+    """``([(frames, mean return)], finished)`` of a run folder: ``evaluations.csv`` or the
+    checkpoint's copy, whichever is longer (an interrupted run's CSV stops where it was
+    interrupted; a resumed one's checkpoint goes on)."""
+    rows = []
     path = folder / "evaluations.csv"
-    if path.is_file() and (folder / "summary.json").is_file():
+    if path.is_file():
         with path.open() as f:
             rows = [(int(r["frames"]), float(r["mean_return"])) for r in csv.DictReader(f)]
-        return rows, True
-    import torch
+    state_file = folder / "checkpoint" / "state.pt"
+    if state_file.is_file():
+        import torch
 
-    if not (folder / "checkpoint" / "state.pt").is_file():
-        return [], False  # started, no checkpoint yet
-    state = torch.load(folder / "checkpoint" / "state.pt", weights_only=False, map_location="cpu")
-    history = state["hooks"].get("periodic_evaluation", {}).get("history", [])
-    return [(int(h[0]), float(h[1])) for h in history], False
+        state = torch.load(state_file, weights_only=False, map_location="cpu")
+        history = state["hooks"].get("periodic_evaluation", {}).get("history", [])
+        if len(history) > len(rows):
+            rows = [(int(h[0]), float(h[1])) for h in history]
+    summary = folder / "summary.json"
+    budget = json.loads((folder / "config.json").read_text())["config"]["frames"]
+    finished = summary.is_file() and json.loads(summary.read_text())["frames"] >= budget
+    return rows, finished
 
 
 def main() -> None:
