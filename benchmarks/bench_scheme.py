@@ -25,7 +25,11 @@ and PPO on Pendulum-v1 to -200 with several Scheme layouts.
 
 Run: ``python benchmarks/bench_scheme.py [collection|learning|all] [--quick] [--seeds 0 1 2]``;
 ``python benchmarks/bench_scheme.py halfcheetah [--run-dir DIR] [--resume]`` runs the seed's
-task to 2M frames (``benchmarks/scheme_halfcheetah.py``, hours; not part of ``all``).
+task to 2M frames (``benchmarks/scheme_halfcheetah.py``, hours; not part of ``all``);
+``python benchmarks/bench_scheme.py scaling [--workers 1 2 4 8 12]`` measures collection
+with 1 to 12 workers against SyncDataCollector and MultiSyncDataCollector(N) on Pendulum
+and HalfCheetahBullet (``benchmarks/scheme_scaling.py``; for a many-core machine, not part
+of ``all``).
 Ray needs idle cores: on a loaded machine the figures say little (the load is printed).
 """
 
@@ -534,7 +538,8 @@ def learning(seeds, max_frames: int, layouts=None) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("part", nargs="?", default="all",
-                        choices=["collection", "learning", "all", "halfcheetah"])  # fmt: skip
+                        choices=["collection", "learning", "all", "halfcheetah",
+                                 "scaling"])  # fmt: skip
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--max-frames", type=int, default=20_000 if smoke() else 150_000)
     parser.add_argument("--layouts", nargs="*", default=None, help='e.g. "1/1" "2x1 sync"')
@@ -545,6 +550,10 @@ def main(argv=None) -> None:
         import scheme_halfcheetah
 
         return scheme_halfcheetah.main(rest)
+    if args.part == "scaling":  # worker counts up to 12: a many-core machine's run
+        import scheme_scaling
+
+        return scheme_scaling.main(rest + (["--quick"] if args.quick else []))
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.part in ("collection", "all"):
