@@ -14,13 +14,15 @@ The worker counts default to those of 1, 2, 4, 8, 12 that the machine has cores 
 measurement). On 16 cores the default run
 takes about 5 minutes.
 
-Run: ``python benchmarks/bench_scheme.py scaling [--workers 1 2 4 8 12] [--quick]``.
+Run: ``python benchmarks/bench_scheme.py scaling [--workers 1 2 4 8 12] [--quick]`` (or
+``python benchmarks/scheme_scaling.py`` with the same options).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import torch
@@ -143,3 +145,7 @@ def main(argv=None) -> None:
             f"Ray's cost per batch: median of the calls of bench_scheme.ray_costs."
         ),
     )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
