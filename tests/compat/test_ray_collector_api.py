@@ -108,6 +108,18 @@ def test_create_env_fn_list_bad_input(ray_session):  # noqa: F811
         RayCollector([], policy(), frames_per_batch=20)
     with pytest.raises(ValueError, match="collector_kwargs lists 1 entries but num_collectors=2"):
         RayCollector([PendulumEnv] * 2, policy(), frames_per_batch=20, collector_kwargs=[{}])
+    with pytest.raises(ValueError, match="num_workers_per_collector must be >= 1, got 0"):
+        RayCollector(PendulumEnv, policy(), frames_per_batch=20, num_workers_per_collector=0)
+
+
+def test_worker_group_takes_one_resource_dict_per_worker():
+    """What remote_configs lists become: one Ray actor option dict per worker."""
+    from torchrl_lite.collectors.distributed import RolloutWorker, WorkerGroup
+
+    group = WorkerGroup("w", RolloutWorker, None, 2, [{"num_cpus": 0.5}, {"num_cpus": 1}])
+    assert group.per_worker == [{"num_cpus": 0.5}, {"num_cpus": 1}]
+    with pytest.raises(ValueError, match="1 resource dicts for 2 ws: give one each"):
+        WorkerGroup("w", RolloutWorker, None, 2, [{"num_cpus": 1}])
 
 
 def test_collector_kwargs_one_dict_or_one_per_collector(ray_session):  # noqa: F811

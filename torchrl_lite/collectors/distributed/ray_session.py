@@ -79,6 +79,8 @@ def ray_resources(option: str, resources: dict) -> dict:
     Example:
         >>> ray_resources("remote_configs", {"num_cpus": 2, "resources": {"pool": 1}})
         {'CPU': 2, 'pool': 1}
+        >>> ray_resources("remote_configs", {"num_cpus": 1, "num_gpus": None})  # TorchRL's
+        {'CPU': 1}
     """
     if not isinstance(resources, dict):
         raise TypeError(f"{option} must be a dict like {{'num_cpus': 1}}, got {resources!r}.")
