@@ -4,7 +4,6 @@ Each test reproduces the call shape a script uses and checks the result against 
 independent reference (a plain loop, a textbook formula).
 """
 
-
 import pytest
 import torch
 from tensordict import TensorDict

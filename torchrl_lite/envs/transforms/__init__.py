@@ -23,8 +23,8 @@ from torchrl_lite.envs.transforms.observation import (
 )
 from torchrl_lite.envs.transforms.primer import TensorDictPrimer
 from torchrl_lite.envs.transforms.return_to_go import DTContext, TargetReturn
-from torchrl_lite.envs.transforms.reward2go import Reward2GoTransform
 from torchrl_lite.envs.transforms.reward import RewardClipping, RewardScaling, RewardSum
+from torchrl_lite.envs.transforms.reward2go import Reward2GoTransform
 from torchrl_lite.envs.transforms.rnd import RNDTransform
 from torchrl_lite.envs.transforms.shape import (
     CatTensors,
