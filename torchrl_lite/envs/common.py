@@ -33,6 +33,7 @@ from torchrl_lite.envs._action_bounds import (
 )
 from torchrl_lite.envs._done_flags import _StepProbe
 from torchrl_lite.envs._fast_rollout import fast_rollout
+from torchrl_lite.envs._module_like import ModuleLike, SpecSamples, _device_cast_policy
 from torchrl_lite.envs._rollout import StepRecorder
 from torchrl_lite.envs._step_checks import (
     check_reset_input,
@@ -50,7 +51,7 @@ _SPEC_CHECKS = ("first", "always", "never", "strict")
 _CHECK_ONCE = ("first", "strict")  # spec_check values that check the first step only
 
 
-class EnvBase:
+class EnvBase(ModuleLike, SpecSamples):
     """Base class of environments that read and write TensorDicts.
 
     Args:
@@ -157,21 +158,6 @@ class EnvBase:
             self.full_action_spec = Composite(
                 {K.ACTION: self._with_batch(spec)}, shape=self.batch_size, device=self.device
             )
-
-    @property
-    def action_spec_unbatched(self) -> TensorSpec:
-        """``action_spec`` without the env's batch dims (the spec of one sub-env's action)."""
-        return _unbatched(self.action_spec, self.batch_size)
-
-    @property
-    def full_action_spec_unbatched(self) -> Composite:
-        """``full_action_spec`` without the env's batch dims."""
-        return _unbatched(self.full_action_spec, self.batch_size)
-
-    @property
-    def observation_spec_unbatched(self) -> Composite:
-        """``observation_spec`` without the env's batch dims."""
-        return _unbatched(self.full_observation_spec, self.batch_size)
 
     @property
     def reward_key(self):
@@ -470,31 +456,6 @@ class EnvBase:
                 tensordict.set(key, spec.rand(extra))
         return tensordict
 
-    def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
-        """One step with a random action."""
-        if tensordict is None:
-            needs_state = (
-                not self._requires_reset or not self._is_reset
-            )  # stateless envs read their state from the reset output
-            tensordict = (
-                self.reset()
-                if needs_state
-                else TensorDict(batch_size=self.batch_size, device=self.device)
-            )
-        return self.step(self.rand_action(tensordict))
-
-    def fake_tensordict(self) -> TensorDictBase:
-        """A zero-filled TensorDict with every key a step reads and writes."""
-        root = self.full_observation_spec.zero()
-        root.update(self.full_state_spec.zero())
-        root.update(self.full_done_spec.zero())
-        root.update(self.full_action_spec.zero())
-        nxt = self.full_observation_spec.zero()
-        nxt.update(self.full_reward_spec.zero())
-        nxt.update(self.full_done_spec.zero())
-        root.set(K.NEXT, nxt)
-        return root
-
     # -- rollout ---------------------------------------------------------------------
     def rollout(
         self,
@@ -620,66 +581,6 @@ class EnvBase:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(batch_size={list(self.batch_size)}, device={self.device})"
 
-    # -- TorchRL's nn.Module-like helpers ------------------------------------------------
-    def numel(self) -> int:
-        """The number of sub-envs: ``batch_size.numel()`` (1 for an unbatched env)."""
-        return self.batch_size.numel()
-
-    def apply(self, fn):
-        """Call ``fn`` once on every module the env holds (transforms, sub-envs, networks
-        and their children), then on the env; returns the env.
-
-        TorchRL's scripts call ``env.apply(dump_video)`` to reach a ``VideoRecorder``
-        transform wherever it sits.
-        """
-        for item in self._held_modules([]):
-            fn(item)
-        return self
-
-    def _held_modules(self, seen: list) -> list:
-        """The modules and envs held by this env, children first, each once (by id)."""
-        if any(x is self for x in seen):
-            return []
-        seen.append(self)
-        out = []
-        for value in list(vars(self).values()):
-            for item in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(item, EnvBase):
-                    out += item._held_modules(seen)
-                elif isinstance(item, torch.nn.Module):
-                    for module in reversed(list(item.modules())):
-                        if not any(x is module for x in seen):
-                            seen.append(module)
-                            out.append(module)
-        return out + [self]
-
-
-def _unbatched(spec, batch_size: torch.Size):
-    """The spec of one sub-env: the spec without its leading ``batch_size`` dims."""
-    nb = len(batch_size)
-    if isinstance(spec, Composite):
-        out = Composite(shape=spec.shape[nb:], device=spec.device)
-        for key in spec.keys():
-            entry = spec[key]
-            out[key] = None if entry is None else _unbatched(entry, batch_size)
-        return out
-    params = {
-        k: v[(0,) * nb] if isinstance(v, torch.Tensor) and v.shape == spec.shape else v
-        for k, v in spec._params().items()
-    }
-    return type(spec)(**params, shape=spec.shape[nb:], device=spec.device, dtype=spec.dtype)
-
 
 _get = _td.get
 _set = _td.set
-
-
-def _device_cast_policy(policy, env_device):
-    """``policy`` called on its own device (its first parameter's), the result moved back
-    to ``env_device``; ``policy`` itself when the devices agree or it has no parameters."""
-    params = policy.parameters() if hasattr(policy, "parameters") else iter(())
-    first = next(iter(params), None)
-    if first is None or env_device is None or first.device == torch.device(env_device):
-        return policy
-    device = first.device
-    return lambda td: policy(td.to(device)).to(env_device)

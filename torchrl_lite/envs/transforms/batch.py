@@ -7,7 +7,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite.data.tensor_specs import _size
-from torchrl_lite.envs.common import _unbatched
+from torchrl_lite.envs._module_like import _unbatched
 from torchrl_lite.envs.transforms.transforms import Transform
 
 __all__ = ["BatchSizeTransform", "RandomCropTensorDict"]
