@@ -108,3 +108,15 @@ def test_set_gym_backend_context_decorator_and_set():
 def test_set_gym_backend_refuses_other_libraries():
     with pytest.raises(ValueError, match="gymnasium environments only"):
         set_gym_backend("dm_control")
+
+
+def test_trainers_helpers_tables_scripts_index_by_config_name():
+    from torch import nn
+
+    from torchrl_lite.trainers.helpers.envs import LIBS
+    from torchrl_lite.trainers.helpers.models import ACTIVATIONS
+
+    assert ACTIVATIONS["relu"] is nn.ReLU and ACTIVATIONS["tanh"] is nn.Tanh
+    assert ACTIVATIONS["elu"] is nn.ELU
+    env = LIBS["gym"]("Pendulum-v1")
+    assert isinstance(env, GymEnv) and env.reset()["observation"].shape == (3,)
