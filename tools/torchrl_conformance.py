@@ -76,7 +76,7 @@ def swap_text(text: str) -> str:
 
 def first_error(output: str) -> str:
     """The exception line of the last traceback (or the last non-empty line), paths relative."""
-    return LOCAL_PATHS.sub("", _first_error(output))
+    return LOCAL_PATHS.sub("", _first_error(output)).replace(str(Path.home()), "~")
 
 
 def _first_error(output: str) -> str:

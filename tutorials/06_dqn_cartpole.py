@@ -132,7 +132,7 @@ print(f"{frames} frames, {len(episodes)} episodes, solved at: {solved}")
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
 if curve:
-    ax.plot(*zip(*curve), label="mean of the last 10 training returns")
+    ax.plot(*zip(*curve), "o-", ms=3, label="mean of the last 10 training returns")
 ax.axhline(TARGET, color="k", linestyle="--", label=f"target {TARGET:.0f}")
 ax.set(xlabel="frames", ylabel="return", title="DQN on CartPole-v1")
 ax.legend(loc="lower right")

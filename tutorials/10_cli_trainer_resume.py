@@ -144,9 +144,11 @@ with open("logs/dqn/metrics.csv") as file:
 print(list(rows[0]))
 fig, ax = plt.subplots(figsize=(6, 3.5))
 steps = [int(r["step"]) for r in rows]
-ax.plot(steps, [float(r["loss"]) for r in rows], label="loss")
+ax.plot(steps, [float(r["loss"]) for r in rows], "o-", ms=3, label="loss")
 ax2 = ax.twinx()
-ax2.plot(steps, [float(r["r_training"]) for r in rows], color="C1", label="training reward")
+ax2.plot(
+    steps, [float(r["r_training"]) for r in rows], "o-", ms=3, color="C1", label="training reward"
+)
 ax.set(xlabel="frames", ylabel="DQN loss", title="Trainer + CSVLogger (logs/dqn/metrics.csv)")
 ax2.set_ylabel("mean reward per step")
 fig.legend(loc="upper right")
@@ -172,8 +174,8 @@ print(len(straight), "losses straight,", len(joined), "stopped + resumed")
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
-ax.plot(torch.stack(straight).tolist(), lw=3, alpha=0.4, label="uninterrupted")
-ax.plot(torch.stack(joined).tolist(), lw=1, label="stopped + resumed")
+ax.plot(torch.stack(straight).tolist(), marker=".", lw=3, alpha=0.4, label="uninterrupted")
+ax.plot(torch.stack(joined).tolist(), marker=".", lw=1, label="stopped + resumed")
 ax.axvline(len(first_losses), color="k", linestyle="--", label="checkpoint")
 ax.set(xlabel="optimiser step", ylabel="DQN loss", yscale="log")
 ax.legend()
