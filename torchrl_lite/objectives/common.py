@@ -56,7 +56,8 @@ from torchrl_lite._utils import missing_key_message
 from torchrl_lite.objectives._params import check_materialized, check_unshared, params_attribute
 from torchrl_lite.objectives.ensemble import Ensemble
 from torchrl_lite.objectives.value import ValueEstimatorBase, ValueEstimators
-from torchrl_lite.objectives.value.advantages import _check_factor, default_value_kwargs
+from torchrl_lite.objectives.value.advantages import _check_factor
+from torchrl_lite.objectives.value.estimators import default_value_kwargs
 
 __all__ = [
     "LossModule",

@@ -7,9 +7,8 @@ from torchrl_lite.objectives.value.advantages import (
     TD1Estimator,
     TDLambdaEstimator,
     ValueEstimatorBase,
-    ValueEstimators,
-    default_value_kwargs,
 )
+from torchrl_lite.objectives.value.estimators import ValueEstimators, default_value_kwargs
 from torchrl_lite.objectives.value.functional import (
     generalized_advantage_estimate,
     reward2go,
