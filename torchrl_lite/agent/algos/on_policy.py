@@ -124,7 +124,11 @@ class PPO(_OnPolicy):
 
     def _set_attr_of(self, attr: str):
         def setter(value):
-            setattr(self.loss_module, attr, float(value))
+            current = getattr(self.loss_module, attr)
+            if isinstance(current, torch.Tensor):  # a buffer (ClipPPOLoss.clip_epsilon)
+                current.fill_(float(value))
+            else:
+                setattr(self.loss_module, attr, float(value))
 
         return setter
 
