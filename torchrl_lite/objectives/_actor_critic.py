@@ -15,7 +15,10 @@ from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
 from torchrl_lite import _keys as K
-from torchrl_lite.objectives._input_checks import missing_advantage_message
+from torchrl_lite.objectives._input_checks import (
+    check_probabilistic_actor,
+    missing_advantage_message,
+)
 from torchrl_lite.objectives.common import LossModule, _LossKeyError, _LossValueError
 from torchrl_lite.objectives.utils import (
     check_distance,
@@ -120,11 +123,7 @@ class OnPolicyLoss(LossModule):
         name = type(self).__name__
         entropy_coef = _alias(name, "entropy_coef", entropy_coef, entropy_coeff, 0.01)
         critic_coef = _alias(name, "critic_coef", critic_coef, critic_coeff, 1.0)
-        if not hasattr(actor_network, "get_dist"):
-            raise TypeError(
-                f"{name}: actor_network must be a probabilistic actor with get_dist() (e.g. "
-                f"ProbabilisticActor), got {type(actor_network).__name__}."
-            )
+        check_probabilistic_actor(actor_network, name)
         if critic_network is not None and not hasattr(critic_network, "in_keys"):
             raise TypeError(
                 f"{name}: critic_network must be a TensorDict module (e.g. ValueOperator), "

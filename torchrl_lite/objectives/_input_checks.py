@@ -27,6 +27,15 @@ __all__ = [
 ]
 
 
+def check_probabilistic_actor(actor, owner: str, example: str = "ProbabilisticActor") -> None:
+    """Raise ``TypeError`` unless ``actor`` has ``get_dist`` (the losses sample or score it)."""
+    if not hasattr(actor, "get_dist"):
+        raise TypeError(
+            f"{owner}: actor_network must be a probabilistic actor with get_dist() (e.g. "
+            f"{example}), got {type(actor).__name__}."
+        )
+
+
 def first_call(loss, name: str) -> bool:
     """True the first time ``loss`` asks for check ``name``; False afterwards (cheap)."""
     done = loss.__dict__.setdefault("_checked_inputs", set())

@@ -23,6 +23,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
+from torchrl_lite.objectives._input_checks import check_probabilistic_actor
 from torchrl_lite.objectives._off_policy import OffPolicyLoss, Temperature, action_shape_of
 from torchrl_lite.objectives.sac import _SACKeys
 from torchrl_lite.objectives.utils import check_distance, log_prob_of
@@ -99,11 +100,7 @@ class CrossQLoss(Temperature, OffPolicyLoss):
     ):
         super().__init__()
         name = type(self).__name__
-        if not hasattr(actor_network, "get_dist"):
-            raise TypeError(
-                f"{name}: actor_network must be a probabilistic actor with get_dist() (e.g. "
-                f"ProbabilisticActor with a TanhNormal), got {type(actor_network).__name__}."
-            )
+        check_probabilistic_actor(actor_network, name, "ProbabilisticActor with a TanhNormal")
         self._check_network(
             qvalue_network,
             "qvalue_network",

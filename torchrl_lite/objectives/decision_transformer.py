@@ -17,6 +17,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite.objectives._input_checks import check_probabilistic_actor
 from torchrl_lite.objectives._off_policy import Temperature, action_bounds, action_shape_of
 from torchrl_lite.objectives.common import LossModule, _LossValueError
 from torchrl_lite.objectives.utils import check_distance, distance_loss, entropy_of, log_prob_of
@@ -47,11 +48,8 @@ def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 
 
 def _check_actor(actor, owner: str, needs_dist: bool) -> None:
-    if needs_dist and not hasattr(actor, "get_dist"):
-        raise TypeError(
-            f"{owner}: actor_network must be a probabilistic actor with get_dist() (e.g. "
-            f"ProbabilisticActor with a TanhNormal), got {type(actor).__name__}."
-        )
+    if needs_dist:
+        check_probabilistic_actor(actor, owner, "ProbabilisticActor with a TanhNormal")
     if not hasattr(actor, "in_keys"):
         raise TypeError(
             f"{owner}: actor_network must be a TensorDict module, got {type(actor).__name__}."

@@ -15,6 +15,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite.objectives._input_checks import check_probabilistic_actor
 from torchrl_lite.objectives._off_policy import OffPolicyLoss
 from torchrl_lite.objectives.common import _LossValueError
 from torchrl_lite.objectives.utils import check_distance, log_prob_of
@@ -103,11 +104,7 @@ class IQLLoss(OffPolicyLoss):
     ):
         super().__init__()
         name = type(self).__name__
-        if not hasattr(actor_network, "get_dist"):
-            raise TypeError(
-                f"{name}: actor_network must be a probabilistic actor with get_dist() (e.g. "
-                f"ProbabilisticActor), got {type(actor_network).__name__}."
-            )
+        check_probabilistic_actor(actor_network, name)
         self._check_network(
             qvalue_network,
             "qvalue_network",

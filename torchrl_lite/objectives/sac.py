@@ -20,6 +20,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite.objectives._input_checks import check_probabilistic_actor
 from torchrl_lite.objectives._off_policy import (
     OffPolicyLoss,
     Temperature,
@@ -131,11 +132,7 @@ class SACLoss(Temperature, OffPolicyLoss):
     ):
         super().__init__()
         name = type(self).__name__
-        if not hasattr(actor_network, "get_dist"):
-            raise TypeError(
-                f"{name}: actor_network must be a probabilistic actor with get_dist() (e.g. "
-                f"ProbabilisticActor with a TanhNormal), got {type(actor_network).__name__}."
-            )
+        check_probabilistic_actor(actor_network, name, "ProbabilisticActor with a TanhNormal")
         self._check_network(
             qvalue_network,
             "qvalue_network",
@@ -334,11 +331,9 @@ class DiscreteSACLoss(Temperature, OffPolicyLoss):
     ):
         super().__init__()
         name = type(self).__name__
-        if not hasattr(actor_network, "get_dist"):
-            raise TypeError(
-                f"{name}: actor_network must be a probabilistic actor with get_dist() (e.g. "
-                f"ProbabilisticActor with a OneHotCategorical), got {type(actor_network).__name__}."
-            )
+        check_probabilistic_actor(
+            actor_network, name, "ProbabilisticActor with a OneHotCategorical"
+        )
         self._check_network(
             qvalue_network,
             "qvalue_network",

@@ -18,6 +18,7 @@ import torch
 from tensordict import TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite.objectives._input_checks import check_probabilistic_actor
 from torchrl_lite.objectives.value.advantages import ValueEstimatorBase, _standardise
 from torchrl_lite.objectives.value.functional import (
     _backward_scan,
@@ -138,11 +139,7 @@ class VTrace(ValueEstimatorBase):
             skip_existing=bool(skip_existing),
             device=device,
         )
-        if not hasattr(actor_network, "get_dist"):
-            raise TypeError(
-                f"VTrace: actor_network must be a probabilistic actor with get_dist "
-                f"(e.g. ProbabilisticActor), got {type(actor_network).__name__}."
-            )
+        check_probabilistic_actor(actor_network, "VTrace")
         if isinstance(gamma, torch.Tensor) and gamma.numel() != 1:
             raise ValueError(f"VTrace: gamma must be a scalar, got shape {list(gamma.shape)}.")
         for name, value in (("rho_thresh", rho_thresh), ("c_thresh", c_thresh)):
