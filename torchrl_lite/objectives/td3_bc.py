@@ -70,21 +70,8 @@ class TD3BCLoss(TD3Loss):
         out["bc_loss"] = bc_loss.detach()
         out["lmbda"] = lmbda
 
-    def actor_loss(self, tensordict: TensorDictBase) -> tuple[torch.Tensor, dict]:
-        """``loss_actor`` alone (the script-level split TorchRL's TD3+BC example uses) and
-        ``{"bc_loss", "lmbda"}``."""
-        out: dict[str, torch.Tensor] = {}
-        self._actor_terms(tensordict, out)
-        return out.pop("loss_actor"), out
-
+    # actor_loss (inherited) returns ``loss_actor`` with ``{"bc_loss", "lmbda"}``; TorchRL's
+    # TD3+BC script calls the critic's term ``qvalue_loss``: TD3's clipped double-Q loss
     def qvalue_loss(self, tensordict: TensorDictBase) -> tuple[torch.Tensor, dict]:
-        """``loss_qvalue`` alone (TD3's clipped double-Q target) and
-        ``{"td_error", "pred_value", "target_value"}`` (detached means)."""
-        td = tensordict
-        out: dict[str, torch.Tensor] = {}
-        target = self._bootstrap(td, self._next_value(td))  # [*B, 1]
-        pred = self._qvalues(td)  # [N, *B]
-        self._td_terms(td, pred, target, out, "loss_qvalue")
-        out["pred_value"] = pred.detach().mean()
-        out["target_value"] = target.mean()
-        return out.pop("loss_qvalue"), out
+        """``(loss_qvalue, {"td_error", "pred_value", "target_value"})``, as ``value_loss``."""
+        return self.value_loss(tensordict)
