@@ -3,9 +3,9 @@
 TorchRL's code is never part of this repository: point this runner at a copy of it
 (``git archive <tag> tutorials sota-implementations .github | tar -x -C DIR``). Each
 tutorial or script is copied into a fresh temporary folder, every ``torchrl`` name is
-replaced by ``torchrl_lite`` (imports, attribute paths, hydra ``_target_`` strings), frame
-budgets are shrunk only where the file exposes one (``BUDGETS`` below) and the file runs
-in its own process with a timeout. The table (name, era, result, seconds, first error)
+replaced by ``torchrl_lite`` (imports, attribute paths, hydra ``_target_`` strings), tutorials
+run at their own budgets (``--set total_frames=...`` raises one to the complete training
+a tutorial recommends) and each file runs in its own process with a timeout. The table (name, era, result, seconds, first error)
 is printed as Markdown and, with ``--json``, saved for RESULTS.md.
 
 Usage::
@@ -65,8 +65,17 @@ SKIP_SCRIPTS = {
     "marl_sac": "multi-agent",
 }
 
-# Frame budgets a tutorial exposes as a module-level assignment: (pattern, replacement).
-BUDGETS: dict[str, list[tuple[str, str]]] = {}
+
+def set_assignments(text: str, settings: dict[str, str]) -> str:
+    """Rewrite module-level ``NAME = ...`` lines (``--set total_frames=1_000_000``), for
+    running a tutorial at the complete budget its text recommends. A name that has no
+    module-level assignment is an error, so a typo cannot pass silently."""
+    for name, value in settings.items():
+        pattern = re.compile(rf"^{re.escape(name)}\s*=\s*[^\n]*$", flags=re.M)
+        text, count = pattern.subn(f"{name} = {value}", text)
+        if count == 0:
+            raise SystemExit(f"--set {name}=...: the file has no module-level `{name} = ...`")
+    return text
 
 
 def swap_text(text: str) -> str:
@@ -153,10 +162,7 @@ def run_tutorials(args) -> list[dict]:
             print_row(rows[-1])
             continue
         with tempfile.TemporaryDirectory(prefix=f"tut-{path.stem}-") as tmp:
-            text = swap_text(path.read_text())
-            if not args.full:
-                for pattern, repl in BUDGETS.get(path.stem, []):
-                    text = re.sub(pattern, repl, text, flags=re.M)
+            text = set_assignments(swap_text(path.read_text()), args.set)
             script = Path(tmp) / path.name
             script.write_text(text)
             log = Path(args.logs) / f"{args.era}-{path.stem}.log" if args.logs else None
@@ -297,10 +303,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--era", required=True, help="a label for the table (v0.4, current)")
     parser.add_argument("--only", type=lambda s: set(s.split(",")), default=None)
     parser.add_argument("--timeout", type=float, default=900.0)
-    parser.add_argument("--full", action="store_true", help="keep the tutorials' own budgets")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="tutorials: rewrite a module-level assignment (e.g. total_frames=1_000_000)",
+    )
     parser.add_argument("--logs", default=None, help="a folder for each run's full output")
     parser.add_argument("--json", default=None, help="write the rows to this JSON file")
     args = parser.parse_args(argv)
+    args.set = dict(item.split("=", 1) for item in args.set)
     if args.logs:
         Path(args.logs).mkdir(parents=True, exist_ok=True)
     rows = run_tutorials(args) if args.kind == "tutorials" else run_scripts(args)

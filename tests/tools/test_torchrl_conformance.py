@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[2]
 _spec = importlib.util.spec_from_file_location("conformance", ROOT / "tools/torchrl_conformance.py")
 conf = importlib.util.module_from_spec(_spec)
@@ -77,3 +79,12 @@ def test_tutorials_run_swapped_in_a_fresh_folder_and_report(tmp_path):
     assert not (tuts / "made_here.txt").exists()
     table = conf.report([str(out)], None, "abc")
     assert "| good | t | pass |" in table and "1 of 2 run to their end (1 out of scope)." in table
+
+
+def test_set_rewrites_module_level_assignments_and_refuses_unknown_names():
+    text = "total_frames = 10_000  # bring up to 1M\nframes_per_batch = 1000\n"
+    out = conf.set_assignments(text, {"total_frames": "1_000_000"})
+    assert out.splitlines()[0] == "total_frames = 1_000_000"
+    assert out.splitlines()[1] == "frames_per_batch = 1000"
+    with pytest.raises(SystemExit, match="no module-level `totl_frames = ...`"):
+        conf.set_assignments(text, {"totl_frames": "5"})
