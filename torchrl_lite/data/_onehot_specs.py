@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from torch.nn.functional import one_hot as _one_hot
 
+from torchrl_lite.data._spec_base import TensorSpec, _check_sizes, _describe, _size
 from torchrl_lite.data._spec_boxes import CategoricalBox
-from torchrl_lite.data.tensor_specs import TensorSpec, _check_sizes, _describe, _size
 
 __all__ = ["OneHot", "MultiOneHot"]
 
@@ -25,6 +25,8 @@ class _OneHots(TensorSpec):
     Each subclass defines ``_indices(value) -> list``: category indices split into one
     tensor per one-hot chunk (``OneHot``: one chunk; ``MultiOneHot``: one per size).
     """
+
+    _event_ndim = 1  # the last dim is one value (a one-hot vector), not rows
 
     def __init__(self, nvec, shape, device, dtype):
         _check_sizes(type(self).__name__, "n" if type(self).__name__ == "OneHot" else "nvec", nvec)

@@ -1,9 +1,9 @@
-"""Tensor specs: what shape, dtype, device and range a tensor (or a TensorDict) may take.
+"""Leaf tensor specs: what shape, dtype, device and range a tensor (or a TensorDict) may take.
 
 Every spec answers ``is_in(value)``, ``rand()``, ``zero()``, ``project(value)`` (bring a
 value back into the spec), ``encode(value)`` (numpy or Python to a tensor of the spec) and
 ``assert_is_in(value)`` (raise a message naming the spec and the value). ``expand(*batch)``
-prepends batch dims; ``Composite`` nests specs under string or tuple keys. ``is_in`` takes
+prepends batch dims; ``Composite`` (``composite_spec.py``) nests specs under keys. ``is_in`` takes
 values with extra dims, as rollouts make them: leading (``[20, 4, 1]`` for a spec of shape
 ``[4, 1]``) or after the batch dims (``[4, 20, 1]``), bounds checked per element.
 
@@ -34,21 +34,17 @@ __all__ = [
     "Unbounded",
     "Bounded",
     "Categorical",
-    "OneHot",
     "MultiCategorical",
-    "MultiOneHot",
     "Binary",
-    "Composite",
-    "UnboundedContinuousTensorSpec",
     "UnboundedDiscreteTensorSpec",
-    "BoundedTensorSpec",
-    "DiscreteTensorSpec",
-    "OneHotDiscreteTensorSpec",
-    "MultiDiscreteTensorSpec",
-    "MultiOneHotDiscreteTensorSpec",
-    "BinaryDiscreteTensorSpec",
-    "CompositeSpec",
-]  # ContinuousBox / CategoricalBox (``spec.space``) are imported from this module
+    "HANDLED_FUNCTIONS",
+    "spec_row",
+    "spec_rows",
+]
+
+# torch functions that specs answer (``torch.stack`` -> ``_spec_stack.stack_specs``). The
+# stacked specs subclass these, so their module registers here instead of being imported.
+HANDLED_FUNCTIONS: dict = {}
 
 ShapeLike = int | Sequence[int] | torch.Size
 
@@ -107,6 +103,35 @@ def _short(v):
     return flat.tolist() if flat.numel() <= 8 else f"tensor{list(v.shape)}"
 
 
+def spec_row(spec, index: int):
+    """``spec[index]``: the spec of row ``index`` of dim 0 (a leaf spec or a Composite).
+
+    A tuple of ints indexes the leading dims one after the other (``spec[(0, 1)]`` is
+    ``spec[0][1]``; ``spec[()]`` is the spec itself), as TorchRL's scripts write
+    ``spec[(0,) * len(env.batch_size)]``.
+    """
+    if isinstance(index, tuple) and all(
+        isinstance(i, int) and not isinstance(i, bool) for i in index
+    ):
+        for i in index:
+            spec = spec_row(spec, i)
+        return spec
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError(f"{type(spec).__name__}[...] takes an int (a row of dim 0), got {index!r}")
+    if len(spec.shape) < spec._event_ndim + 1:
+        raise IndexError(f"{spec} has no batch dim to index with {index}")
+    if not -spec.shape[0] <= index < spec.shape[0]:
+        raise IndexError(f"index {index} is out of range for dim 0 of shape {list(spec.shape)}")
+    return spec._row(index)
+
+
+def spec_rows(spec, dim: int = 0) -> tuple:
+    """``spec.unbind(dim)``: the specs of the rows of dim 0 (only ``dim=0``)."""
+    if dim != 0:
+        raise ValueError(f"{type(spec).__name__}.unbind: only dim=0 is supported, got {dim}")
+    return tuple(spec_row(spec, i) for i in range(spec.shape[0] if spec.shape else 0))
+
+
 class TensorSpec:
     """Base class of leaf specs: ``shape``, ``dtype`` and ``device`` of one tensor.
 
@@ -116,6 +141,7 @@ class TensorSpec:
     """
 
     _ragged = False  # -1 dims allowed (copies whose shapes differ, ``_spec_stack.Stacked``)
+    _event_ndim = 0  # trailing dims that are one value, not rows (a one-hot vector: 1)
 
     def __init__(self, shape: ShapeLike, dtype: torch.dtype, device=None):
         if not isinstance(dtype, torch.dtype):
@@ -225,26 +251,28 @@ class TensorSpec:
         device = self.device if device is None else device
         return type(self)(**params, shape=shape, device=device, dtype=self.dtype)
 
-    # -- rows of dim 0 and torch.stack (data/_spec_stack.py: copies of a batched env) ---
+    # -- rows of dim 0 and torch.stack (copies of a batched env) ------------------------
     def __getitem__(self, index: int) -> TensorSpec:
         """The spec of row ``index`` of dim 0 (e.g. one copy of a batched env)."""
-        from torchrl_lite.data import _spec_stack
-
-        return _spec_stack.spec_row(self, index)
+        return spec_row(self, index)
 
     def unbind(self, dim: int = 0) -> tuple:
         """The specs of the rows of dim 0 (only ``dim=0``)."""
-        from torchrl_lite.data import _spec_stack
+        return spec_rows(self, dim)
 
-        return _spec_stack.spec_rows(self, dim)
+    def _row(self, index: int) -> TensorSpec:
+        """Row ``index`` of dim 0, ``index`` already checked: per-element params follow."""
+        params = {
+            k: v[index] if isinstance(v, torch.Tensor) and v.shape == self.shape else v
+            for k, v in self._params().items()
+        }
+        return type(self)(**params, shape=self.shape[1:], device=self.device, dtype=self.dtype)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        """``torch.stack(specs, 0)`` stacks specs (``data/_spec_stack.py``), as in TorchRL."""
-        if func is torch.stack:
-            from torchrl_lite.data._spec_stack import stack_specs
-
-            return stack_specs(*args, **(kwargs or {}))
+        """``torch.stack(specs, 0)`` stacks specs, as in TorchRL (``HANDLED_FUNCTIONS``)."""
+        if func in HANDLED_FUNCTIONS:
+            return HANDLED_FUNCTIONS[func](*args, **(kwargs or {}))
         return NotImplemented
 
     def expand(self, *shape) -> TensorSpec:
@@ -500,20 +528,6 @@ class Binary(_Ranged):
 
     def rand(self, shape=None):
         return torch.randint(0, 2, _size(shape) + self.shape, device=self.device).to(self.dtype)
-
-
-from torchrl_lite.data._onehot_specs import MultiOneHot, OneHot  # noqa: E402  (builds on TensorSpec)
-from torchrl_lite.data.composite_spec import Composite  # noqa: E402  (it builds on TensorSpec)
-
-# Names of the seed era (TorchRL < 0.6), kept as aliases so older scripts run.
-UnboundedContinuousTensorSpec = Unbounded
-BoundedTensorSpec = Bounded
-DiscreteTensorSpec = Categorical
-OneHotDiscreteTensorSpec = OneHot
-MultiDiscreteTensorSpec = MultiCategorical
-MultiOneHotDiscreteTensorSpec = MultiOneHot
-BinaryDiscreteTensorSpec = Binary
-CompositeSpec = Composite
 
 
 def UnboundedDiscreteTensorSpec(shape: ShapeLike = (), device=None, dtype=torch.int64):  # noqa: N802

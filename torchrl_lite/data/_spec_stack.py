@@ -25,7 +25,8 @@ import warnings
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from torchrl_lite.data.tensor_specs import Composite, TensorSpec, _describe, _size
+from torchrl_lite.data._spec_base import HANDLED_FUNCTIONS, TensorSpec, _describe, _size
+from torchrl_lite.data.composite_spec import Composite
 
 __all__ = ["stack_specs", "Stacked", "StackedComposite", "copies_of"]
 
@@ -400,38 +401,4 @@ def _spec_rows(spec, n: int) -> list:
     return list(spec.unbind(0))
 
 
-def spec_row(spec, index: int):
-    """``spec[index]``: the spec of row ``index`` of dim 0 (a leaf spec or a Composite).
-
-    A tuple of ints indexes the leading dims one after the other (``spec[(0, 1)]`` is
-    ``spec[0][1]``; ``spec[()]`` is the spec itself), as TorchRL's scripts write
-    ``spec[(0,) * len(env.batch_size)]``.
-    """
-    if isinstance(index, tuple) and all(
-        isinstance(i, int) and not isinstance(i, bool) for i in index
-    ):
-        for i in index:
-            spec = spec_row(spec, i)
-        return spec
-    if isinstance(index, bool) or not isinstance(index, int):
-        raise TypeError(f"{type(spec).__name__}[...] takes an int (a row of dim 0), got {index!r}")
-    one_hot = isinstance(spec, TensorSpec) and type(spec).__name__ in ("OneHot", "MultiOneHot")
-    if len(spec.shape) < (2 if one_hot else 1):
-        raise IndexError(f"{spec} has no batch dim to index with {index}")
-    if not -spec.shape[0] <= index < spec.shape[0]:
-        raise IndexError(f"index {index} is out of range for dim 0 of shape {list(spec.shape)}")
-    if isinstance(spec, Composite):
-        specs = {k: None if s is None else s[index] for k, s in spec._specs.items()}
-        return Composite(specs, shape=spec.shape[1:], device=spec.device)
-    params = {
-        k: v[index] if isinstance(v, torch.Tensor) and v.shape == spec.shape else v
-        for k, v in spec._params().items()
-    }
-    return type(spec)(**params, shape=spec.shape[1:], device=spec.device, dtype=spec.dtype)
-
-
-def spec_rows(spec, dim: int = 0) -> tuple:
-    """``spec.unbind(dim)``: the specs of the rows of dim 0 (only ``dim=0``)."""
-    if dim != 0:
-        raise ValueError(f"{type(spec).__name__}.unbind: only dim=0 is supported, got {dim}")
-    return tuple(spec_row(spec, i) for i in range(spec.shape[0] if spec.shape else 0))
+HANDLED_FUNCTIONS[torch.stack] = stack_specs  # torch.stack(specs, 0), as in TorchRL

@@ -12,13 +12,15 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite._utils import missing_key_message as _missing_key_message
-from torchrl_lite.data.tensor_specs import (
+from torchrl_lite.data._spec_base import (
     ShapeLike,
     TensorSpec,
     _describe,
     _expanded,
     _norm_dim,
     _size,
+    spec_row,
+    spec_rows,
 )
 
 __all__ = ["Composite"]
@@ -61,17 +63,20 @@ class Composite:
         spec = self._lookup(key)
         if spec is ...:
             if type(key) is int:  # a row of the batch dims (one copy of a batched env)
-                from torchrl_lite.data import _spec_stack
-
-                return _spec_stack.spec_row(self, key)
+                return spec_row(self, key)
             raise KeyError(_missing_key_message(key, self.keys(True)))
         return spec
 
     def unbind(self, dim: int = 0) -> tuple:
         """The Composites of the rows of batch dim 0 (only ``dim=0``)."""
-        from torchrl_lite.data import _spec_stack
+        return spec_rows(self, dim)
 
-        return _spec_stack.spec_rows(self, dim)
+    _event_ndim = 0  # every leading dim is a batch dim (``spec_row`` checks the index)
+
+    def _row(self, index: int) -> Composite:
+        """Row ``index`` of the batch dims, ``index`` already checked: every entry's row."""
+        specs = {k: None if s is None else s[index] for k, s in self._specs.items()}
+        return Composite(specs, shape=self.shape[1:], device=self.device)
 
     __torch_function__ = classmethod(TensorSpec.__torch_function__.__func__)  # torch.stack
 
