@@ -59,6 +59,7 @@ __all__ = ["DataCollectorBase", "SyncDataCollector", "Collector"]
 
 _DROP_ROOT = frozenset({K.NEXT, K.RESET})  # root entries never carried to the next step
 # what runs on from one batch to the next (attributes ``_<name>``, in ``state_dict()["carry"]``)
+_STEP_COUNT = "step_count"  # recorded with max_frames_per_traj, as TorchRL's StepCounter
 _CARRY = ("td", "traj_ids", "traj_count", "traj_stride", "traj_offset", "step_count")
 
 
@@ -92,7 +93,10 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
             on their device, e.g. ``GymEnv(..., device=...)``).
         create_env_kwargs: keyword arguments for ``create_env_fn``.
         max_frames_per_traj: end trajectories after this many steps (sets
-            ``("next", "truncated")`` and ``("next", "done")``); ``None``: no limit.
+            ``("next", "truncated")`` and ``("next", "done")``) and record each step's
+            count in ``"step_count"`` (0 after a reset) and ``("next", "step_count")``,
+            as TorchRL's ``StepCounter`` does (an env that counts steps itself keeps
+            its own count); ``None``: no limit.
         init_random_frames: collect the first frames (whole batches) with random actions.
         reset_at_each_iter: reset every env at the start of each batch.
         postproc: a callable applied to each batch (after ``split_trajs``).
@@ -273,6 +277,7 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
         self._drop_next = frozenset(reward_keys)
         self._drop_root = _DROP_ROOT | set(reward_keys) | set(action_keys)
         self._done_keys = set(env.done_keys)
+        self._record_count = self.max_frames_per_traj is not None and _STEP_COUNT not in env_keys
 
     # -- the hot loop ------------------------------------------------------------------
     def _collect_batch(self, random: bool) -> TensorDictBase:
@@ -381,8 +386,9 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
         return out
 
     def _truncate(self, next_td: TensorDictBase) -> None:
-        count = self._step_count
-        count += 1  # the collector's own tensor: never recorded
+        count = self._step_count = self._step_count + 1  # new: recorded steps keep theirs
+        if self._record_count:
+            next_td.set(_STEP_COUNT, count)
         hit = count >= self.max_frames_per_traj
         if bool(hit.any()):
             for key in (K.TRUNCATED, K.DONE):
@@ -413,6 +419,8 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
             self._step_count = torch.zeros(
                 (*env.batch_size, 1), dtype=torch.int64, device=env.device
             )
+            if self._record_count:
+                td.set(_STEP_COUNT, self._step_count)
         for key, zero in self._hidden.items():
             td.set(key, zero)
         if self._track_init:
@@ -430,7 +438,9 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
             mask = None
         self._new_trajectories(mask)
         if self._step_count is not None:
-            self._step_count.masked_fill_(done.reshape(self._step_count.shape), 0)
+            self._step_count = self._step_count.masked_fill(done.reshape(self._step_count.shape), 0)
+            if self._record_count:
+                td.set(_STEP_COUNT, self._step_count)
         for key, zero in self._hidden.items():
             if mask is None:
                 td.set(key, zero)
