@@ -1,4 +1,4 @@
-"""Samplers: which stored items a replay buffer returns.
+"""The sampler contract and the plain samplers: which stored items a replay buffer returns.
 
 The contract (a new sampler is a small subclass of :class:`Sampler`):
 
@@ -27,8 +27,8 @@ __all__ = [
     "RandomSampler",
     "SamplerWithoutReplacement",
     "PrioritizedSampler",
-    "SliceSampler",
-    "SliceSamplerWithoutReplacement",
+    "check_batch_size",
+    "reduce_priority",
 ]
 
 _REDUCTIONS = ("max", "min", "mean", "median", "sum")
@@ -367,10 +367,3 @@ class PrioritizedSampler(Sampler):
     def load_state_dict(self, state_dict: dict) -> None:
         self._tree.load_state_dict(state_dict["tree"])
         self._max_priority = float(state_dict["max_priority"])
-
-
-# the slice samplers live in slice_samplers.py (importable from here too)
-from torchrl_lite.data.replay_buffers.slice_samplers import (  # noqa: E402
-    SliceSampler,
-    SliceSamplerWithoutReplacement,
-)

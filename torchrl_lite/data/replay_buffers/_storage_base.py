@@ -1,4 +1,4 @@
-"""Storages: where a replay buffer keeps its items.
+"""The storage contract and the list storages: where a replay buffer keeps its items.
 
 The contract a storage implements (a new storage is a small subclass of :class:`Storage`):
 
@@ -9,7 +9,7 @@ The contract a storage implements (a new storage is a small subclass of :class:`
 - ``__len__``: the number of items stored.
 
 The tensor storages (:class:`TensorStorage`, :class:`LazyTensorStorage`,
-:class:`LazyMemmapStorage`) live in ``tensor_storage.py`` and are importable from here too.
+:class:`LazyMemmapStorage`) live in ``tensor_storage.py``; ``storages.py`` re-exports all.
 A storage with ``ndim=2`` holds ``[envs, time]``-shaped rows: ``set`` writes whole rows
 along the first dimension, while ``len`` and ``get`` count and address single items
 (flat position ``row * row_size + column``), so samplers never care about ``ndim``.
@@ -29,7 +29,7 @@ from tensordict import LazyStackedTensorDict, TensorDictBase
 
 from torchrl_lite._atomic import find_complete, is_json_dump, read_json, write_folder, write_synced
 
-__all__ = ["Storage", "ListStorage", "LazyStackStorage"]
+__all__ = ["Storage", "ListStorage", "LazyStackStorage", "identity_collate"]
 
 
 def identity_collate(items):
@@ -297,11 +297,3 @@ class LazyStackStorage(ListStorage):
     """
 
     default_collate = staticmethod(_lazy_stack)
-
-
-def __getattr__(name: str):
-    if name in ("TensorStorage", "LazyTensorStorage", "LazyMemmapStorage"):
-        from torchrl_lite.data.replay_buffers import tensor_storage
-
-        return getattr(tensor_storage, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

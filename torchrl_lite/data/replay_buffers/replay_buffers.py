@@ -25,13 +25,13 @@ from torchrl_lite import _td
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.replay_buffers._dumps import BufferDumps
 from torchrl_lite.data.replay_buffers._items import ItemCodec
-from torchrl_lite.data.replay_buffers.samplers import (
+from torchrl_lite.data.replay_buffers._sampler_base import (
     PrioritizedSampler,
     RandomSampler,
     check_batch_size,
     reduce_priority,
 )
-from torchrl_lite.data.replay_buffers.storages import ListStorage, identity_collate
+from torchrl_lite.data.replay_buffers._storage_base import ListStorage, identity_collate
 from torchrl_lite.data.replay_buffers.tensor_storage import TensorStorage
 from torchrl_lite.data.replay_buffers.writers import (
     RoundRobinWriter,

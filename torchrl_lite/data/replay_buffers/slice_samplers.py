@@ -1,13 +1,13 @@
 """Slice samplers: contiguous pieces of stored trajectories (``SliceSampler``), with or
 without replacement. The :class:`~torchrl_lite.data.replay_buffers.samplers.Sampler`
-contract applies; both are importable from ``samplers`` too.
+contract applies (``_sampler_base.py``); both are importable from ``samplers`` too.
 """
 
 from __future__ import annotations
 
 import torch
 
-from torchrl_lite.data.replay_buffers.samplers import Sampler, _check_not_empty, _never_full
+from torchrl_lite.data.replay_buffers._sampler_base import Sampler, _check_not_empty, _never_full
 
 __all__ = ["SliceSampler", "SliceSamplerWithoutReplacement"]
 

@@ -1,6 +1,6 @@
 """Tensor storages: preallocated TensorDicts (or tensors), in memory or memory-mapped.
 
-:class:`TensorStorage` implements the storage contract (see ``storages.py``) over a
+:class:`TensorStorage` implements the storage contract (see ``_storage_base.py``) over a
 TensorDict whose first dimension indexes rows: ``set`` checks entries, shapes and dtypes
 before copying (contiguous runs of positions are copied with ``copy_``), and ``get``
 gathers every leaf with ``index_select`` into a TensorDict built without per-item work.
@@ -23,7 +23,7 @@ from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
 from torchrl_lite import _td
 from torchrl_lite._utils import closest_match, missing_key_message
 from torchrl_lite.data.replay_buffers._dump_files import _check_data_files, _fsync_file
-from torchrl_lite.data.replay_buffers.storages import (
+from torchrl_lite.data.replay_buffers._storage_base import (
     Storage,
     _positions,
     _read_meta,

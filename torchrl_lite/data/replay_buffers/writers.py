@@ -17,7 +17,7 @@ from tensordict import TensorDictBase
 
 from torchrl_lite import _keys
 from torchrl_lite._utils import missing_key_message
-from torchrl_lite.data.replay_buffers.samplers import reduce_priority
+from torchrl_lite.data.replay_buffers._sampler_base import reduce_priority
 
 __all__ = ["Writer", "RoundRobinWriter", "TensorDictRoundRobinWriter", "TensorDictMaxValueWriter"]
 
