@@ -1,4 +1,4 @@
-"""The fast random-action rollout (envs/_fast_rollout.py) against the general loop.
+"""The fast random-action rollout (envs/stepper/rollout.py) against the general loop.
 
 Each env that offers a numpy stepper is rolled out twice from the same seeds: once
 through the stepper, once with the stepper switched off (the general loop, one
@@ -28,7 +28,7 @@ from torchrl_lite.envs import (
     StepCounter,
     TransformedEnv,
 )
-from torchrl_lite.envs._fast_rollout import _BULK_RAND
+from torchrl_lite.envs.stepper.rollout import _BULK_RAND
 
 
 def _general(env):

@@ -39,8 +39,8 @@ from torchrl_lite.envs import _batched_worker as W
 from torchrl_lite.envs._batched_attr import worker_attr
 from torchrl_lite.envs._batched_base import _BatchedEnv
 from torchrl_lite.envs._parallel_channels import _JOIN_S, _WorkerChannels
-from torchrl_lite.envs._parallel_stepper import ParallelStepper
 from torchrl_lite.envs.common import EnvBase
+from torchrl_lite.envs.stepper.parallel import ParallelStepper
 
 __all__ = ["SerialEnv", "ParallelEnv"]
 
@@ -561,9 +561,9 @@ class ParallelEnv(_WorkerChannels, _BatchedEnv):
             self._fuse_reset = self._reset_ready = False
 
     def _numpy_stepper(self):
-        """Steps through the shared buffers (see ``_parallel_stepper.py``), or None."""
+        """Steps through the shared buffers (``stepper/parallel.py``), or None."""
         self._check_usable()
-        return ParallelStepper.build(self)
+        return ParallelStepper.build(self, W.STEP, W.STEP_RESET)
 
     def _set_seed(self, seed: int) -> None:
         self._check_usable()

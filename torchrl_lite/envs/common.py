@@ -12,6 +12,14 @@ three hooks:
   writes only ``"terminated"``, ``done = terminated | truncated``), as in TorchRL.
 * ``_set_seed(seed: int) -> None``.
 
+An env may also offer a fourth, optional hook for speed:
+
+* ``_numpy_stepper() -> NumpyStepper | None`` — an object that steps the env at the
+  numpy level into buffers allocated once (the ``NumpyStepper`` protocol in
+  ``envs/stepper``); random rollouts and collector batches then skip the per-step
+  TensorDicts. It must give the values ``_step``/``_reset`` give; None (the default)
+  keeps the general loop.
+
 Everything else (``reset``, ``step``, ``step_and_maybe_reset``, ``rollout``, spec checks,
 ``state_dict``/``load_state_dict`` for checkpoints) is shared.
 """
@@ -32,7 +40,6 @@ from torchrl_lite.envs._action_bounds import (
     check_step_bounds,
 )
 from torchrl_lite.envs._done_flags import _StepProbe
-from torchrl_lite.envs._fast_rollout import fast_rollout
 from torchrl_lite.envs._module_like import ModuleLike, SpecSamples, _device_cast_policy
 from torchrl_lite.envs._rollout import StepRecorder
 from torchrl_lite.envs._step_checks import (
@@ -41,6 +48,8 @@ from torchrl_lite.envs._step_checks import (
     check_step_output,
 )
 from torchrl_lite.envs._td_steps import merge_partial, set_next, update_in_place
+from torchrl_lite.envs.stepper import NumpyStepper
+from torchrl_lite.envs.stepper.rollout import fast_rollout
 from torchrl_lite.envs.utils import step_mdp
 
 __all__ = ["EnvBase"]
@@ -382,12 +391,13 @@ class EnvBase(ModuleLike, SpecSamples):
         returns its transforms' ``_post_step_mdp`` (``NextObservationDelta``)."""
         return None
 
-    def _numpy_stepper(self):
+    def _numpy_stepper(self) -> NumpyStepper | None:
         """An object that steps this env at the numpy level, or None (the default).
 
-        ``rollout`` with random actions uses it to skip the per-step TensorDicts; see
-        ``envs/_fast_rollout.py`` for the contract. ``GymWrapper``, ``SerialEnv`` over plain
-        GymWrappers and ``ParallelEnv`` offer one.
+        ``rollout`` with random actions and ``SyncDataCollector`` use it to skip the
+        per-step TensorDicts; ``envs/stepper/__init__.py`` states the contract.
+        ``GymWrapper``, ``SerialEnv`` over plain GymWrappers, ``ParallelEnv`` and a
+        ``TransformedEnv`` over one of them (transforms with a numpy form) offer one.
         """
         return None
 

@@ -29,6 +29,8 @@ from torchrl_lite.envs.libs._gym_backend import gym_backend, set_gym_backend
 from torchrl_lite.envs.libs._gym_checks import _check_env_id, _check_num_envs, _make_checked
 from torchrl_lite.envs.libs._gym_state import gym_env_state, load_gym_env_state
 from torchrl_lite.envs.libs._headless import keep_default_signals, use_offscreen_sdl
+from torchrl_lite.envs.stepper import NumpyStepper, keeps_hooks
+from torchrl_lite.envs.stepper.gym import GymGroup, VectorStepper
 from torchrl_lite.envs.utils import classproperty
 
 __all__ = ["GymEnv", "GymWrapper", "gym_backend", "set_gym_backend"]
@@ -304,28 +306,40 @@ class GymWrapper(EnvBase):
         """The current frame as a uint8 numpy array (``[H, W, 3]``, ``[N, H, W, 3]`` batched)."""
         return self._render_array()
 
-    # -- the three hooks -------------------------------------------------------------
+    # -- the numpy stepper (envs/stepper/gym.py) ----------------------------------------
     @classmethod
     def _batch_group(cls, envs: list, input_keys: list, step_keys: list, reset_keys: list):
         """Copies that are all plain single GymWrappers are stepped at the numpy level
-        (see ``_gym_steppers.GymGroup``); None for anything else."""
-        from torchrl_lite.envs.libs._gym_steppers import GymGroup
+        (``GymGroup``); None for anything else."""
+        if not all(isinstance(env, GymWrapper) and env._plain_numpy() for env in envs):
+            return None
+        if any(env.vectorized for env in envs):
+            return None
+        first = envs[0]._action
+        to_gym = _Converter(first.space, first.spec, batched=True).action_to_gym
+        return GymGroup.build(envs, to_gym, input_keys, step_keys, reset_keys)
 
-        return GymGroup.build(envs, input_keys, step_keys, reset_keys)
-
-    def _numpy_stepper(self):
+    def _numpy_stepper(self) -> NumpyStepper | None:
         """A plain GymWrapper (CPU, no pixels, one observation array) steps its gymnasium
-        env straight into the fast rollout's buffers; None for anything else."""
-        if type(self)._numpy_stepper is not GymWrapper._numpy_stepper:
+        env straight into the buffers; None for anything else."""
+        if not self._plain_numpy():
             return None
         step_keys = [K.REWARD, K.DONE, K.TERMINATED, K.TRUNCATED, K.OBSERVATION]  # _step's
         reset_keys = [K.OBSERVATION, K.DONE, K.TERMINATED, K.TRUNCATED]
-        from torchrl_lite.envs.libs._gym_steppers import GymGroup, VectorStepper
-
         if self.vectorized:
             return VectorStepper.build(self, step_keys, reset_keys)
-        return GymGroup.build([self], [K.ACTION], step_keys, reset_keys)
+        return GymWrapper._batch_group([self], [K.ACTION], step_keys, reset_keys)
 
+    def _plain_numpy(self) -> bool:
+        """Whether the numpy steppers may stand in for this env's hooks: the class keeps
+        GymWrapper's own, and the env returns state observations on CPU."""
+        return (
+            keeps_hooks(self, GymWrapper, ("_step", "_reset", "_gym_step", "_gym_reset"))
+            and not self.from_pixels
+            and not self._off_cpu
+        )
+
+    # -- the three hooks -------------------------------------------------------------
     def _set_seed(self, seed: int) -> None:
         if seed < 0:  # gymnasium's own error is a bare "Seed must be greater or equal to zero"
             raise ValueError(f"{type(self).__name__}: seed must be >= 0, got {seed}.")

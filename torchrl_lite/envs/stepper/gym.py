@@ -1,7 +1,8 @@
-"""GymWrapper at the numpy level: several single envs stepped as one batch (``GymGroup``,
-SerialEnv's and ParallelEnv workers' fast path) and the fast rollout's steppers (a single
-env is a group of one; ``VectorStepper`` for a gymnasium vector env). See
-``envs/_fast_rollout.py`` for the stepper contract.
+"""GymWrapper at the numpy level: ``GymGroup`` (single envs stepped as one batch: one
+GymWrapper's stepper, a SerialEnv's and each ParallelEnv worker's fast path) and
+``VectorStepper`` (a gymnasium vector env). ``GymWrapper`` decides which envs qualify and
+builds them (``_batch_group``, ``_numpy_stepper``); see ``envs/stepper/__init__.py`` for
+the stepper contract.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import numpy as np
 import torch
 
 from torchrl_lite import _keys as K
-from torchrl_lite.envs.libs.gym import GymWrapper, _Converter
 
 __all__ = ["GymGroup", "VectorStepper"]
 
@@ -32,38 +32,25 @@ class GymGroup:
     """
 
     @classmethod
-    def build(cls, envs: list, input_keys: list, step_keys: list, reset_keys: list):
-        first = envs[0]
-        plain = all(
-            isinstance(env, GymWrapper)
-            and all(
-                getattr(type(env), hook) is getattr(GymWrapper, hook)
-                for hook in ("_step", "_reset", "_gym_step", "_gym_reset")
-            )
-            and not env.vectorized
-            and not env.from_pixels
-            and env.device.type == "cpu"
-            for env in envs
-        )
-        if not plain or input_keys != [K.ACTION] or first._single_obs is None:
-            return None
-        obs = first._single_obs
-        if not obs.same_dtype or obs.one_hot:
+    def build(cls, envs: list, to_gym, input_keys: list, step_keys: list, reset_keys: list):
+        """A group of ``envs`` (plain single GymWrappers on CPU, checked by the caller) whose
+        batched actions ``to_gym`` turns into per-copy gymnasium actions; None when their
+        keys are not one observation array, the reward and the done flags."""
+        obs = envs[0]._single_obs
+        if input_keys != [K.ACTION] or obs is None or not obs.same_dtype or obs.one_hot:
             return None
         flags = [K.DONE, K.TERMINATED, K.TRUNCATED]
         if set(step_keys) != {K.OBSERVATION, K.REWARD, *flags}:
             return None
         if set(reset_keys) != {K.OBSERVATION, *flags}:
             return None
-        return cls(envs, step_keys, reset_keys)
+        return cls(envs, to_gym, step_keys, reset_keys)
 
-    def __init__(self, envs: list, step_keys: list, reset_keys: list):
+    def __init__(self, envs: list, to_gym, step_keys: list, reset_keys: list):
         n, first = len(envs), envs[0]
         self.envs = envs
         self.step_keys, self.reset_keys = step_keys, reset_keys
-        space, spec = first._action.space, first._action.spec
-        batched = _Converter(space, spec, batched=True)
-        self._to_gym = batched.action_to_gym  # [n, ...] tensor -> per copy, iterated
+        self._to_gym = to_gym  # [n, ...] tensor -> per copy, iterated
         # (obs, reward, terminated, truncated, ...) of one copy; gymnasium's own step when
         # there is no frame skip (one Python call less per copy)
         self._steps = [env._env.step if env.frame_skip == 1 else env._gym_step for env in envs]
@@ -101,7 +88,7 @@ class GymGroup:
         np.logical_or(term, trunc, out=out[self._done_pos])
         return out
 
-    # -- the fast rollout's stepper (see envs/_fast_rollout.py) ---------------------------
+    # -- the NumpyStepper ----------------------------------------------------------------
     def bind(self, nxt: list, root: list) -> None:
         """Step and reset into these ``[T, n, ...]`` buffers (step/reset keys order)."""
         obs, reward, term, trunc = self._step_pick(nxt)
@@ -168,23 +155,20 @@ class GymGroup:
 
 
 class VectorStepper:
-    """A GymWrapper of a gymnasium vector env, stepped and reset at the numpy level (the
-    fast rollout's stepper, see ``envs/_fast_rollout.py``): the same calls as its
-    ``_step``/``_reset``, results written into the rollout's ``[T, num_envs, ...]``
-    buffers."""
+    """A GymWrapper of a gymnasium vector env, stepped and reset at the numpy level (a
+    ``NumpyStepper``): the same calls as its ``_step``/``_reset``, results written into
+    the ``[T, num_envs, ...]`` buffers."""
 
     @classmethod
-    def build(cls, env: GymWrapper, step_keys: list, reset_keys: list):
-        hooks = ("_step", "_reset", "_gym_step", "_gym_reset")
-        plain = all(getattr(type(env), h) is getattr(GymWrapper, h) for h in hooks)
+    def build(cls, env, step_keys: list, reset_keys: list):
+        """The stepper of ``env`` (a plain vector GymWrapper on CPU, checked by the caller),
+        or None when its observation is not one array of the spec's dtype."""
         obs = env._single_obs
-        if not plain or env.from_pixels or env._off_cpu or obs is None:
-            return None
-        if not obs.same_dtype or obs.one_hot:
+        if obs is None or not obs.same_dtype or obs.one_hot:
             return None
         return cls(env, step_keys, reset_keys)
 
-    def __init__(self, env: GymWrapper, step_keys: list, reset_keys: list):
+    def __init__(self, env, step_keys: list, reset_keys: list):
         n = env.num_envs
         self.env, self.step_keys, self.reset_keys = env, step_keys, reset_keys
         obs_spec = env.observation_spec[K.OBSERVATION]

@@ -1,8 +1,9 @@
-"""ParallelEnv's numpy stepper for the fast rollout (see ``envs/_fast_rollout.py``).
+"""ParallelEnv's ``NumpyStepper`` (the contract is in ``envs/stepper/__init__.py``).
 
 The workers already step and reset into shared memory; the stepper writes the action
 into the shared input buffer, sends one command per worker and copies the shared result
-rows into the rollout's buffers, without building a TensorDict per step.
+rows into the caller's buffers, without building a TensorDict per step. ``ParallelEnv``
+builds it with its worker commands, so this module imports nothing of the batched envs.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import numpy as np
 import torch
 
 from torchrl_lite import _keys as K
-from torchrl_lite.envs import _batched_worker as W
 
 __all__ = ["ParallelStepper"]
 
@@ -20,18 +20,20 @@ class ParallelStepper:
     """Steps a ``ParallelEnv`` through its shared buffers (built by ``build``)."""
 
     @classmethod
-    def build(cls, env):
-        """A stepper for ``env``, or None where the general loop is needed (inputs other
-        than ``"action"``, nested keys, outputs moved to another device or pinned)."""
+    def build(cls, env, step: bytes, step_reset: bytes):
+        """A stepper for ``env`` sending the worker commands ``step`` and ``step_reset``,
+        or None where the general loop is needed (inputs other than ``"action"``, nested
+        keys, outputs moved to another device or pinned)."""
         keys = env._step_keys + env._reset_keys
         if env._input_keys != [K.ACTION] or not all(isinstance(k, str) for k in keys):
             return None
         if K.DONE not in env._step_keys or env.device.type != "cpu" or env.pin_memory:
             return None
-        return cls(env)
+        return cls(env, step, step_reset)
 
-    def __init__(self, env):
+    def __init__(self, env, step: bytes, step_reset: bytes):
         self.env = env
+        self._step_command, self._step_reset_command = step, step_reset
         self.step_keys, self.reset_keys = list(env._step_keys), list(env._reset_keys)
         self._action = env._in_leaves[0]
         self._step = [b.numpy() for b in env._step_leaves]
@@ -56,12 +58,12 @@ class ParallelStepper:
         return bool(self._done.any())
 
     def step_at(self, action: torch.Tensor, t: int) -> bool:
-        return self._send(W.STEP, action, t)
+        return self._send(self._step_command, action, t)
 
     def step_reset_at(self, action: torch.Tensor, t: int) -> bool:
         """Step, and have each worker reset its copies that are done (one message per
         worker); their reset rows go into the root row ``t + 1``."""
-        if not self._send(W.STEP_RESET, action, t):
+        if not self._send(self._step_reset_command, action, t):
             return False
         chosen = np.flatnonzero(self._done)
         for dst, src in zip(self._root, self._reset):

@@ -1,28 +1,11 @@
-"""The fast rollout: random actions, stepped at the numpy level into buffers allocated once.
+"""The fast rollout: random actions, stepped through the env's ``NumpyStepper``.
 
 ``EnvBase.rollout`` without a policy or a callback asks the env for a numpy stepper
-(``EnvBase._numpy_stepper``). A stepper steps the env, every copy at once, and writes the
-results into numpy buffers it was bound to; it resets the chosen copies the same way.
-``GymWrapper`` (one gymnasium env or a vector env), ``SerialEnv`` over plain GymWrappers
-and ``ParallelEnv`` (its shared memory) offer one. A step then costs the gymnasium calls
-and a few element writes, and the rollout builds one TensorDict at the end, with the same
-keys, order, values, dtypes and shapes as the general loop, and leaves the env in the same
-state (``tests/envs/test_fast_rollout.py`` compares the two on every stepper).
-
-The stepper contract (``n`` copies, 1 for an unbatched env; buffers ``[T, n, ...]``)::
-
-    step_keys, reset_keys      # "next" entries of a step, entries of a reset (_step's and
-                               # _reset's key order): observation(s), reward, done flags
-    step_layout, reset_layout  # per key: (shape of an [n, ...] row, numpy dtype)
-    bind(next_bufs, root_bufs) # the buffers, in step_keys / reset_keys order
-    prepare(actions)           # [T, n, ...] action tensor -> what step(t) takes, per t
-    step_at(action_t, t) -> bool  # step every copy into row t; True if any copy is done
-    reset_at(chosen, t)        # reset copies ``chosen`` (indices) into the root row t
-    advance(t1)                # optional: finish the "next" rows before t1 (a TransformedEnv's
-                               # transforms, applied to many rows at once); called before
-                               # those rows are read
-    step_reset_at(action_t, t) -> bool  # optional: step, then reset the copies that are
-                               # done into root row t + 1 (one round trip: ParallelEnv)
+(``_numpy_stepper``; the contract is in ``envs/stepper/__init__.py``). The actions are
+drawn at once where that draws the same values, each step costs the stepper's calls,
+and the rollout builds one TensorDict at the end, with the same keys, order, values,
+dtypes and shapes as the general loop, leaving the env in the same state
+(``tests/envs/test_fast_rollout.py`` compares the two on every stepper).
 """
 
 from __future__ import annotations
@@ -35,6 +18,7 @@ from torchrl_lite import _keys as K
 from torchrl_lite import _td
 from torchrl_lite.data.tensor_specs import Binary, Bounded, Categorical, MultiCategorical, OneHot
 from torchrl_lite.envs._step_checks import check_step_output
+from torchrl_lite.envs.stepper import NumpyStepper
 
 __all__ = ["fast_rollout"]
 
@@ -45,7 +29,12 @@ _FLAGS = (K.DONE, K.TERMINATED, K.TRUNCATED)
 
 
 def fast_rollout(
-    env, stepper, td0: TensorDictBase, max_steps: int, break_any: bool, break_all: bool
+    env,
+    stepper: NumpyStepper,
+    td0: TensorDictBase,
+    max_steps: int,
+    break_any: bool,
+    break_all: bool,
 ) -> TensorDictBase | None:
     """``env.rollout`` with random actions from the reset ``td0``, through ``stepper``.
 

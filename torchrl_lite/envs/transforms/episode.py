@@ -6,11 +6,13 @@ step the parent env themselves.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Bounded, Categorical, Unbounded
+from torchrl_lite.envs.stepper.forms import episodes
 from torchrl_lite.envs.transforms.transforms import (
     Transform,
     _norm_key,
@@ -116,6 +118,9 @@ class StepCounter(Transform):
 
     forward = _env_only("StepCounter")
 
+    def _numpy_form(self):
+        return _CountForm(self)
+
     def _count_spec(self, composite):
         shape, device = composite.shape + (1,), composite.device
         if self.max_steps is None:
@@ -140,6 +145,48 @@ class StepCounter(Transform):
 
     def extra_repr(self):
         return f"max_steps={self.max_steps}, step_count_key={self.step_count_key!r}"
+
+
+class _CountForm:
+    """``StepCounter``'s ``NumpyForm``: +1 per step from the root's count, 0 after a reset.
+    Deferred without ``max_steps``; with it, per step: reaching it sets the truncation
+    flag (and ``"done"``), which ends the episode."""
+
+    def __init__(self, transform: StepCounter):
+        self.key, self.trunc_key = transform.step_count_key, transform.truncated_key
+        self.max_steps, self.update_done = transform.max_steps, transform.update_done
+        self.per_step = self.max_steps is not None
+        self.reads = [self.key]
+        self.writes = [self.key]
+        if self.per_step:
+            self.writes += [self.trunc_key, *([K.DONE] if self.update_done else [])]
+
+    def bind(self, stepper) -> None:
+        self.stepper = stepper
+        self.out, self.root = stepper.nxt[self.key], stepper.root[self.key]
+        if self.per_step:
+            self.count = self.root[0].copy()  # the count before the next step
+            self.trunc, self.done = stepper.nxt[self.trunc_key], stepper.nxt[K.DONE]
+
+    def advance(self, t0: int, t1: int) -> None:
+        for i, a, b, start in episodes(self.stepper, t0, t1, self.out, self.root):
+            steps = np.arange(1, b - a + 1, dtype=self.out.dtype)
+            np.add(start, steps.reshape(-1, *[1] * (self.out.ndim - 2)), out=self.out[a:b, i])
+
+    def step(self, t: int) -> None:
+        row = self.out[t]
+        np.add(self.count, 1, out=row)
+        self.count = row
+        hit = row >= self.max_steps
+        np.logical_or(self.trunc[t], hit, out=self.trunc[t])
+        if self.update_done:
+            np.logical_or(self.done[t], hit, out=self.done[t])
+
+    def reset(self, chosen, t: int) -> None:
+        if self.per_step:
+            self.count = self.count.copy()  # it may be a view of a "next" row
+            self.count[chosen] = 0
+        self.root[t, chosen] = 0
 
 
 class InitTracker(Transform):
@@ -182,6 +229,9 @@ class InitTracker(Transform):
 
     forward = _env_only("InitTracker")
 
+    def _numpy_form(self):
+        return _InitForm(self)
+
     def transform_observation_spec(self, observation_spec):
         shape = observation_spec.shape + (1,)
         observation_spec[self.init_key] = Categorical(
@@ -191,6 +241,27 @@ class InitTracker(Transform):
 
     def extra_repr(self):
         return f"init_key={self.init_key!r}"
+
+
+class _InitForm:
+    """``InitTracker``'s ``NumpyForm``: True in the root a reset writes, False in every
+    step's output."""
+
+    per_step = False
+
+    def __init__(self, transform: InitTracker):
+        self.key = transform.init_key
+        self.reads = []
+        self.writes = [self.key]
+
+    def bind(self, stepper) -> None:
+        self.out, self.root = stepper.nxt[self.key], stepper.root[self.key]
+
+    def reset(self, chosen, t: int) -> None:
+        self.root[t, chosen] = True
+
+    def advance(self, t0: int, t1: int) -> None:
+        self.out[t0:t1] = False
 
 
 class NoopResetEnv(Transform):

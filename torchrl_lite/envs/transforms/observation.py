@@ -7,6 +7,7 @@ import torch
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Unbounded
+from torchrl_lite.envs.stepper.forms import Elementwise
 from torchrl_lite.envs.transforms._utils import check_affine
 from torchrl_lite.envs.transforms.transforms import Transform, map_leaf_spec, require_keys
 
@@ -104,6 +105,10 @@ class ObservationNorm(Transform):
         if self._a is None:
             raise RuntimeError(self._uninitialized_message())
         return torch.addcmul(self._ib, x, self._ia)
+
+    def _numpy_form(self):
+        # without loc/scale yet, the general loop raises its error
+        return None if self._a is None else Elementwise(self)
 
     def _uninitialized_message(self) -> str:
         return "ObservationNorm has no loc/scale yet: pass loc and scale, or call init_stats(num_iter) once it is in a TransformedEnv."

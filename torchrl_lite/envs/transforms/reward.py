@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data.tensor_specs import Bounded, Unbounded
+from torchrl_lite.envs.stepper.forms import Elementwise, episodes
 from torchrl_lite.envs.transforms._utils import check_affine
 from torchrl_lite.envs.transforms.transforms import (
     Transform,
@@ -69,6 +71,9 @@ class RewardScaling(Transform):
     def _apply_transform(self, x):
         return torch.addcmul(self._b, x, self._a)
 
+    def _numpy_form(self):
+        return Elementwise(self)
+
     def extra_repr(self):
         return (
             f"loc={self.loc.tolist()}, scale={self.scale.tolist()}, standard_normal={self.standard_normal}, "
@@ -106,6 +111,9 @@ class RewardClipping(Transform):
 
     def _apply_transform(self, x):
         return x.clamp(self.clamp_min, self.clamp_max)
+
+    def _numpy_form(self):
+        return Elementwise(self)
 
     def _transform_leaf_spec(self, spec):
         if (
@@ -179,6 +187,9 @@ class RewardSum(Transform):
             "RewardSum only runs inside a TransformedEnv (it needs the previous step's sum)."
         )
 
+    def _numpy_form(self):
+        return _RunningSum(self)
+
     def transform_observation_spec(self, observation_spec):
         for out_key, spec in self._zero_specs.items():
             observation_spec[out_key] = Unbounded(spec.shape, device=spec.device, dtype=spec.dtype)
@@ -190,6 +201,34 @@ class RewardSum(Transform):
 
     def transform_reward_spec(self, reward_spec):
         return reward_spec
+
+
+class _RunningSum:
+    """``RewardSum``'s ``NumpyForm``: the running sum of each reward, restarted at 0 by a
+    reset; one ``np.add.accumulate`` per episode stretch."""
+
+    per_step = False
+
+    def __init__(self, transform: RewardSum):
+        self.pairs = list(transform._pairs)
+        self.reads = [i for i, _ in self.pairs] + [o for _, o in self.pairs]
+        self.writes = [o for _, o in self.pairs]
+
+    def bind(self, stepper) -> None:
+        self.stepper = stepper
+        self.bufs = [(stepper.nxt[i], stepper.nxt[o], stepper.root[o]) for i, o in self.pairs]
+
+    def reset(self, chosen, t: int) -> None:
+        for _, _, root in self.bufs:
+            root[t, chosen] = 0
+
+    def advance(self, t0: int, t1: int) -> None:
+        for reward, out, root in self.bufs:
+            for i, a, b, start in episodes(self.stepper, t0, t1, out, root):
+                # one float add per step from the sum before step a, as torch.add does
+                segment = reward[a:b, i].copy()
+                segment[0] = start + segment[0]
+                np.add.accumulate(segment, axis=0, out=out[a:b, i])
 
 
 def _episode_key(key):

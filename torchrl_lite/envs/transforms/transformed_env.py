@@ -8,7 +8,7 @@ a step does only tensor work. A transform none of whose keys the env has is skip
 in TorchRL (with a warning; ``check_env_specs`` raises on it); one with some of its keys
 missing raises ``KeyError``. When the wrapped env has a numpy stepper and every transform a
 numpy form, random rollouts and collector batches skip the per-step TensorDicts
-(``_numpy_forms.py``; the same values).
+(``envs/stepper/transformed.py``; the same values).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import warnings
 from tensordict import TensorDictBase
 
 from torchrl_lite.envs.common import EnvBase
+from torchrl_lite.envs.stepper import NumpyStepper, keeps_hooks
+from torchrl_lite.envs.stepper.transformed import TransformedStepper
 from torchrl_lite.envs.transforms.transforms import (
     AbsentKeyError,
     Compose,
@@ -96,17 +98,13 @@ class TransformedEnv(EnvBase):
             next_tensordict = t._step(tensordict, next_tensordict)
         return next_tensordict
 
-    def _numpy_stepper(self):
+    def _numpy_stepper(self) -> NumpyStepper | None:
         """The wrapped env's numpy stepper with the transforms' numpy forms on top, when
-        every active transform has one (see ``transforms/_numpy_forms.py``); else None."""
-        if type(self)._numpy_stepper is not TransformedEnv._numpy_stepper:
+        every active transform has one (``envs/stepper/transformed.py``); else None."""
+        if not keeps_hooks(self, TransformedEnv, ("_step", "_reset")):
             return None
         base = self.base_env._numpy_stepper()
-        if base is None:
-            return None
-        from torchrl_lite.envs.transforms._numpy_forms import TransformedStepper
-
-        return TransformedStepper.build(self, base)
+        return None if base is None else TransformedStepper.build(self, base)
 
     def _set_seed(self, seed: int) -> None:
         self.base_env._set_seed(seed)

@@ -16,6 +16,9 @@ env's names). A new transform is a small subclass that overrides what it needs:
 * ``_attach(specs)`` — called with the parent env's specs when the transform joins a
   ``TransformedEnv``: resolve default keys and read bounds or shapes once, so that each
   step does only tensor work. It must give the same result when called again.
+* ``_numpy_form()`` (optional) — the same transform at the numpy level, so that random
+  rollouts and collector batches of a ``TransformedEnv`` skip the per-step TensorDicts
+  (``envs/stepper``); not inherited by subclasses.
 """
 
 from __future__ import annotations
@@ -103,6 +106,17 @@ class Transform(nn.Module):
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         """After a step: ``tensordict`` is the step's input, ``next_tensordict`` its output."""
         return self._call(next_tensordict)
+
+    def _numpy_form(self):
+        """This transform as a ``NumpyForm`` (``envs/stepper/__init__.py``), or None (the
+        default: a ``TransformedEnv`` holding it steps through the general loop).
+
+        A form computes what ``_step``/``_reset`` do, on ``[T, n, ...]`` numpy buffers
+        (``tests/envs/test_fast_rollout.py`` compares the two). Only the class that
+        defines it offers it: a subclass may change what a step does, so it names the
+        form again (``_numpy_form = Parent._numpy_form``) to keep it.
+        """
+        return None
 
     def _reset_env_preprocess(self, tensordict: TensorDictBase | None) -> TensorDictBase | None:
         """Before the wrapped env resets: the TensorDict its ``_reset`` gets (e.g. one of
