@@ -27,7 +27,7 @@ from torchrl_lite.data.replay_buffers.writers import Writer
 __all__ = ["BaseDatasetExperienceReplay", "split_trajectories", "default_data_root"]
 
 MASK = ("collector", "mask")
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2  # 2: D4RL's root "reward"
 
 
 def default_data_root() -> Path:

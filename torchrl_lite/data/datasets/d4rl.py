@@ -37,7 +37,8 @@ def read_d4rl_hdf5(path, use_truncated_as_done: bool = True) -> TensorDict:
     starts a new episode, and the file's last row unless terminal) are left out, and the
     step before a left-out timeout is marked truncated. The next observation of a terminal
     step is a placeholder (never bootstrapped from). Trajectory ids go to ``("collector", "traj_ids")``
-    and ``infos/<name>`` arrays to ``("info", <name>)``.
+    and ``infos/<name>`` arrays to ``("info", <name>)``. The root ``"reward"`` is the
+    previous row's reward (0 for the first row), as TorchRL's D4RL reader keeps it.
 
     Args:
         path: the ``.hdf5`` file.
@@ -97,6 +98,8 @@ def read_d4rl_hdf5(path, use_truncated_as_done: bool = True) -> TensorDict:
         },
         batch_size=[count],
     )
+    kept_rewards = rewards[keep]
+    data.set(_keys.REWARD, torch.cat([torch.zeros_like(kept_rewards[:1]), kept_rewards[:-1]]))
     for key, flag in flags.items():
         data.set(key, torch.zeros_like(flag))
         data.set((_keys.NEXT, key), flag)

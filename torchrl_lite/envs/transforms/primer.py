@@ -9,6 +9,9 @@ under ``("next", key)``. The env knows nothing about it, so this transform:
 * after each step, writes the entry into the step's output: the policy's
   ``("next", key)`` if it wrote one, else the value at the root (carried over).
 
+Priming the env's action key (``TensorDictPrimer(action=env.action_spec)``) mirrors the
+action into the observations: the default value at reset, the action taken after a step.
+
 With ``SerialEnv``/``ParallelEnv``, append the primer to the batched env
 (``TransformedEnv(ParallelEnv(n, make_env), primer)``): the copies inside only receive the
 action, so a primer there cannot see the policy's state (its step raises ``KeyError``).
@@ -117,7 +120,7 @@ class TensorDictPrimer(Transform):
     def _attach(self, specs) -> None:
         batch = tuple(specs.batch_size)
         present = set()
-        for composite in (specs.observation, specs.state, specs.action, specs.reward, specs.done):
+        for composite in (specs.observation, specs.state, specs.reward, specs.done):
             present.update(_as_tuple(k) for k in composite.keys(True, True))
         clash = [k for k in self.primers if _as_tuple(k) in present]
         if clash:
@@ -125,9 +128,15 @@ class TensorDictPrimer(Transform):
                 f"TensorDictPrimer: {clash} already have a spec in the env it transforms; "
                 "prime new keys only (or rename them)."
             )
+        # A primed action key mirrors the action into the observations (reset: default
+        # value; step: the action taken), as TorchRL's Decision Transformer scripts use.
+        actions = {_as_tuple(k): s for k, s in specs.action.items(True, True)}
         out = {}
         for key, spec in self.primers.items():
-            if self.expand_specs:
+            own = actions.get(_as_tuple(key))
+            if own is not None and tuple(spec.shape) == tuple(own.shape):
+                pass  # the env's own action spec, batch dims included
+            elif self.expand_specs:
                 spec = spec.expand(*batch, *spec.shape)
             elif tuple(spec.shape[: len(batch)]) != batch:
                 raise ValueError(
