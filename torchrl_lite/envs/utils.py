@@ -8,13 +8,13 @@ from torch import Tensor
 from torchrl_lite import _keys as K
 from torchrl_lite import _td
 from torchrl_lite.data._spec_stack import StackedComposite, copies_of
-from torchrl_lite.data.tensor_specs import Composite
 from torchrl_lite.envs._action_bounds import (  # noqa: F401  (used by the collectors)
     ActionBoundsWarning,
     action_entries,
     check_action_value,
     check_batch_bounds,
 )
+from torchrl_lite.modules.tensordict_module.random_policy import RandomPolicy  # TorchRL's path
 
 __all__ = ["step_mdp", "check_env_specs", "ActionBoundsWarning", "RandomPolicy"]
 
@@ -222,35 +222,6 @@ def _check_rollout(specs: list, rollout: TensorDictBase, fake: TensorDictBase, c
         raise ValueError(
             f"check_env_specs: {copy}fake_tensordict keys {sorted(map(str, fake_keys))} differ from the spec keys"
         )
-
-
-class RandomPolicy:
-    """A policy that writes a random action drawn from ``action_spec`` (``spec.rand()``).
-
-    Args:
-        action_spec: a leaf spec (written at ``action_key``) or a Composite (each of its
-            entries written), usually ``env.action_spec`` or ``env.full_action_spec``.
-        action_key: where a leaf spec's draw goes (default ``"action"``).
-
-    Example:
-        >>> from torchrl_lite.envs import PendulumEnv
-        >>> env = PendulumEnv()
-        >>> env.rollout(3, RandomPolicy(env.action_spec))["action"].shape
-        torch.Size([3, 1])
-    """
-
-    def __init__(self, action_spec, action_key=K.ACTION):
-        self.action_spec = action_spec.clone()
-        self.action_key = action_key
-        self._composite = isinstance(action_spec, Composite)
-
-    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
-        if self._composite:
-            return tensordict.update(self.action_spec.rand())
-        return tensordict.set(self.action_key, self.action_spec.rand())
-
-    def __repr__(self) -> str:
-        return f"RandomPolicy(action_spec={self.action_spec}, action_key={self.action_key!r})"
 
 
 class classproperty:

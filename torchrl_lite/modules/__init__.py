@@ -139,13 +139,13 @@ __all__ += [
     "exploration_type",
     "set_exploration_type",
 ]
-from torchrl_lite.envs.utils import RandomPolicy  # noqa: E402, F401  (TorchRL exports it here too)
-
-# TorchRL's decision-transformer actors and their inference wrapper
+# TorchRL's random policy (also at torchrl.envs.utils), decision-transformer actors and
+# their inference wrapper
 from torchrl_lite.modules.models.dt_actors import DTActor, OnlineDTActor  # noqa: E402
 from torchrl_lite.modules.tensordict_module.dt_inference import (  # noqa: E402
     DecisionTransformerInferenceWrapper,
 )
+from torchrl_lite.modules.tensordict_module.random_policy import RandomPolicy  # noqa: E402, F401
 
 __all__ += ["DTActor", "OnlineDTActor", "DecisionTransformerInferenceWrapper"]
 

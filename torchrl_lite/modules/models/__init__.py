@@ -1,6 +1,13 @@
 """Models: plain ``nn.Module`` networks (MLP, ConvNet, dueling Q-nets, noisy layers) and
 recurrent TensorDict modules (``LSTMModule``, ``GRUModule``)."""
 
+from torchrl_lite.modules.models._feedforward import (
+    MLP,
+    ConvNet,
+    DuelingCnnDQNet,
+    DuelingMlpDQNet,
+    SquashDims,
+)
 from torchrl_lite.modules.models.batchrenorm import BatchRenorm1d
 from torchrl_lite.modules.models.ddpg import DdpgMlpActor, DdpgMlpQNet
 from torchrl_lite.modules.models.ddpg_cnn import DdpgCnnActor, DdpgCnnQNet
@@ -10,13 +17,6 @@ from torchrl_lite.modules.models.dreamer import (
     RewardHead,
     RSSMPosterior,
     RSSMPrior,
-)
-from torchrl_lite.modules.models.models import (
-    MLP,
-    ConvNet,
-    DuelingCnnDQNet,
-    DuelingMlpDQNet,
-    SquashDims,
 )
 from torchrl_lite.modules.models.noisy import NoisyLazyLinear, NoisyLinear, reset_noise
 from torchrl_lite.modules.models.recurrent import (

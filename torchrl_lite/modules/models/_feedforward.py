@@ -435,13 +435,3 @@ class DuelingMlpDQNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.features(x)
         return _dueling(self.value(h), self.advantage(h))
-
-
-def __getattr__(name: str):
-    # TorchRL's scripts import every model from this module (``torchrl.modules.models.models``);
-    # the ones in sibling files are found lazily
-    import torchrl_lite.modules.models as package
-
-    if name in package.__all__:
-        return getattr(package, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

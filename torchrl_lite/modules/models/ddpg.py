@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from torchrl_lite.modules.models.models import MLP
+from torchrl_lite.modules.models._feedforward import MLP
 
 __all__ = ["DdpgMlpActor", "DdpgMlpQNet"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from torchrl_lite.modules.models.models import MLP, ConvNet
+from torchrl_lite.modules.models._feedforward import MLP, ConvNet
 
 __all__ = ["DdpgCnnActor", "DdpgCnnQNet"]
 

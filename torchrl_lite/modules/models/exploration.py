@@ -17,7 +17,7 @@ from torch import distributions as d
 from torch import nn
 from torch.nn import functional as F
 
-from torchrl_lite.envs.utils import ExplorationType, exploration_type
+from torchrl_lite.modules.tensordict_module.exploration import ExplorationType, exploration_type
 
 __all__ = ["gSDEModule", "LazygSDEModule"]
 

@@ -1,4 +1,4 @@
-"""Exploration: the exploration type, and modules that perturb the policy's action.
+"""The exploration type, and the modules that perturb the policy's action.
 
 ``ExplorationType``, ``set_exploration_type`` and ``exploration_type`` *are* tensordict's
 ``InteractionType``, ``set_interaction_type`` and ``interaction_type``: one switch drives
@@ -15,8 +15,8 @@ its scale linearly from ``*_init`` to ``*_end`` over ``annealing_num_steps`` fra
   ``x_{t+1} = x_t + theta (mu - x_t) dt + sigma sqrt(dt) N(0, 1)``; ``x_t`` lives in the
   TensorDict (``"_ou_prev_noise"``, ``"_ou_steps"``) and restarts where ``"is_init"``.
 
-The ``*Wrapper`` classes (``exploration_wrappers.py``) run a policy followed by the
-module; they take the spec from the policy when it has one.
+The ``*Wrapper`` classes (``exploration_wrappers.py``) run a policy followed by one of
+these modules; ``exploration.py`` re-exports both at TorchRL's path.
 """
 
 from __future__ import annotations
@@ -41,11 +41,8 @@ __all__ = [
     "set_exploration_type",
     "exploration_type",
     "EGreedyModule",
-    "EGreedyWrapper",
     "AdditiveGaussianModule",
-    "AdditiveGaussianWrapper",
     "OrnsteinUhlenbeckProcessModule",
-    "OrnsteinUhlenbeckProcessWrapper",
 ]
 
 _RANDOM = ExplorationType.RANDOM
@@ -414,11 +411,3 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
         tensordict.set(self.noise_key, noise)
         tensordict.set(self.steps_key, steps + 1)
         return tensordict
-
-
-# the policy + module pairs (kept importable from here, as in TorchRL)
-from torchrl_lite.modules.tensordict_module.exploration_wrappers import (  # noqa: E402
-    AdditiveGaussianWrapper,
-    EGreedyWrapper,
-    OrnsteinUhlenbeckProcessWrapper,
-)

@@ -10,13 +10,13 @@ from tensordict.nn import TensorDictModuleBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite.data.tensor_specs import TensorSpec
-from torchrl_lite.modules.tensordict_module.common import SafeSequential
-from torchrl_lite.modules.tensordict_module.exploration import (
+from torchrl_lite.modules.tensordict_module._exploration_modules import (
     AdditiveGaussianModule,
     EGreedyModule,
     OrnsteinUhlenbeckProcessModule,
     _action_spec,
 )
+from torchrl_lite.modules.tensordict_module.common import SafeSequential
 
 __all__ = ["EGreedyWrapper", "AdditiveGaussianWrapper", "OrnsteinUhlenbeckProcessWrapper"]
 

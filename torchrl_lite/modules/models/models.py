@@ -1,0 +1,56 @@
+"""Every model, at TorchRL's import path ``torchrl.modules.models.models``.
+
+The models live one theme per file (``_feedforward.py``: MLP, ConvNet and the dueling
+Q-nets; ``ddpg.py``, ``ddpg_cnn.py``, ``dreamer.py``, ``recurrent.py``, ``noisy.py``, ...);
+this module only re-exports them, as TorchRL's scripts import them from here.
+"""
+
+from torchrl_lite.modules.models._feedforward import (
+    MLP,
+    ConvNet,
+    DuelingCnnDQNet,
+    DuelingMlpDQNet,
+    SquashDims,
+)
+from torchrl_lite.modules.models.batchrenorm import BatchRenorm1d
+from torchrl_lite.modules.models.ddpg import DdpgMlpActor, DdpgMlpQNet
+from torchrl_lite.modules.models.ddpg_cnn import DdpgCnnActor, DdpgCnnQNet
+from torchrl_lite.modules.models.dreamer import (
+    ObsDecoder,
+    ObsEncoder,
+    RewardHead,
+    RSSMPosterior,
+    RSSMPrior,
+)
+from torchrl_lite.modules.models.noisy import NoisyLazyLinear, NoisyLinear, reset_noise
+from torchrl_lite.modules.models.recurrent import (
+    GRUModule,
+    LSTMModule,
+    recurrent_mode,
+    set_recurrent_mode,
+)
+
+__all__ = [
+    "BatchRenorm1d",
+    "DdpgCnnActor",
+    "DdpgCnnQNet",
+    "MLP",
+    "ConvNet",
+    "DdpgMlpActor",
+    "DdpgMlpQNet",
+    "DuelingCnnDQNet",
+    "DuelingMlpDQNet",
+    "GRUModule",
+    "LSTMModule",
+    "NoisyLazyLinear",
+    "ObsDecoder",
+    "ObsEncoder",
+    "RSSMPosterior",
+    "RSSMPrior",
+    "RewardHead",
+    "NoisyLinear",
+    "SquashDims",
+    "recurrent_mode",
+    "reset_noise",
+    "set_recurrent_mode",
+]
