@@ -283,7 +283,7 @@ def main(selected: list[str]) -> None:
         ["dataset", "target", "dataset mean", "eval return median (worst)", "seeds",
          "gradient steps", "eval episodes", "train s"],
         dt_rows(),
-        notes=DT_NOTES + " " + _dt_seen() + " " + DT_HISTORY,
+        notes=DT_NOTES + " " + _dt_seen() + " How the defaults were chosen: `docs/notes/decision-transformer.md`.",
     )  # fmt: skip
     write_table(
         "odt", "Online Decision Transformer on Pendulum-v1 (from the SAC files)",
@@ -298,7 +298,7 @@ def main(selected: list[str]) -> None:
         "action_margin=0.01, alpha_init=0.1, target entropy -1), changed: "
         + ", ".join(sorted({f"{k}={v}" for r in _runs("odt-") for k, v in r.get("changes", {}).items()}))
         + " (`train odt key=value`). Train s: wall seconds on the shared 2-core machine. "
-        + _odt_seen() + " " + ODT_HISTORY,
+        + _odt_seen() + " How the defaults were chosen: `docs/notes/decision-transformer.md`.",
     )  # fmt: skip
 
 
@@ -322,40 +322,6 @@ DT_NOTES = (
     "-1168, -1033, -628; mean -1133, std 327), unchanged."
 )
 
-DT_HISTORY = (
-    "Before session 8 (constant learning rate after the warm-up): one setting for both files, checked on a validation seed (seed 3: its own training "
-    "and evaluation starts, not the table's): 10000 gradient steps instead of 3000 gave, "
-    "at the 10% / median / best target, medium -785 / -785 / -785 (3000: -780 / -776 / "
-    "-772) and medium-replay -1494 / -1472 / -1104 (3000: -1542 / -1501 / -978), no better "
-    "on either, so the table keeps 3000 (`dt_runs/tune-*.json`). Seed 3 at 3000 steps is "
-    "above both means (-772, -978), seed 2 below (-842, -1170): the DT's training seed "
-    "moves the result more than the target does on medium. "
-    "medium-replay was first evaluated with 50 episodes per target (same seeds and "
-    "settings): -1522 / -1459 / -1059 median, worst -1138 at the best target, which put "
-    "the best target's median above the mean; with 500 episodes it is below (table): the "
-    "likely the earlier margin was evaluation noise (standard error about 45 at 50 episodes). "
-    "Why the medium file changed: the first one (row 'medium-noise (old)': 40k "
-    "transitions of the 3000-frame policy with Gaussian noise 0.1 added to its sampled "
-    "actions, mean -618, 50 evaluation episodes) mixed protocols (D4RL adds no noise; its "
-    "medium policies are early-stopped near a third of expert, ours was at 59%); on it "
-    "the DT played like the behaviour policy and did not follow the target: -626 / -626 / "
-    "-624 median (worst -636). Things tried on that file (seed 0 unless said; best-target "
-    "return): targets above the best episode -626 to -629; K=5 -631; K=20, width 64, 3 "
-    "blocks, lr 3e-4, 4000 steps -623; 10000 steps -608 (3 seeds: median -608), but "
-    "10000 steps on medium-replay gave -929 / -1169 / -1141 (50 episodes, standard error "
-    "about 45); per-timestep embeddings -672. What was wrong before (returns-to-go in "
-    "units of 100, -17 to 0): the return token is a linear embedding then LayerNorm, which "
-    "saturates for large inputs (the trained model's tokens for -15 and -7 had cosine "
-    "0.98): medium-replay gave -1509 / -1462 / -1217; dataset normalization alone at units "
-    "of 100, -1162; units of 1000, -1075; 400, -946 (seed 0). Teacher-forced, raising the "
-    "return-to-go by 200 moves the predicted action by only 0.05 RMS: the context's past "
-    "actions identify the behaviour policy, so the target acts mostly early in an episode. "
-    "Session 7 probes (seed 0 unless said, 500 episodes, 10% / median / best target): an L1 action loss (its optimum is the conditional median, i.e. the behaviour's deterministic tanh(mean) action, which scores -789) gave medium -803 / -800 / -797 (seed 2: -857 / -853 / -847), no better than L2; zeroing the past actions in the context (so only return and state inform the action) gave medium -820 / -815 / -810 and medium-replay -1415 / -1368 / -1138; the paper-size model (width 128, 3 blocks, K=20, batch 64, lr 3e-4, 6000 steps, 58 min under load) gave medium-replay -1563 / -1508 / -1070 (this seed with defaults: -1579 / -1560 / -1065). None of them lifts the DT above the dataset mean on both files. "
-    "Session 8 (all at 500 episodes; `dt_runs/tune-*lr_schedule=constant.json` keep the constant-rate 3000-step table, `tune-*frames=3000.json` the cosine 3000-step one): the learning rate was constant after the warm-up, so the last weights were a noisy draw around the fit (batch 32, lr 1e-3): the DT's training seed moved medium by up to 47 at the best target. A cosine decay to 0 (now the default, `lr_schedule`) gave medium -785 / -798 / -783 at the best target (constant: -795 / -800 / -842), the median above the mean; seed 3 (validation) -808 (constant: -772). On medium-replay it is worse: -1217 / -1261 / -1205 (constant: -1065 / -1207 / -1170); seed 3 -1042 (constant: -978). Probes on medium-replay, none above the mean (seed 0, 10% / median / best target unless said): context K=1 (return and state only, RvS-like) -1389 / -1363 / -1305, and K=1 with width 64, no dropout, 6000 steps, cosine -1201 at the best target; unconditioned imitation (returns-to-go divided by 1e6) -1300 at every target, so the best target's conditioning gains about 235 over plain imitation of the mixture, which itself scores below the mean; an MLP or Fourier-feature return embedding -1148 / -1135; dropout 0.3 -1323 (seed 1: -1274); 1500 steps at a constant rate -1192 (seed 1: -1339); targets above the best episode (-300, -150, 0) and at the 3000-frame part's own typical return (-631; the part's episodes lie in -648 to -621) no better (-1135 to -1293 over seeds 0-1 and both schedules); a discretized action head (21 bins, cross-entropy, argmax) -1438 (medium -843): the actions are so noisy that its loss stayed at 2.7 nats against 3.0 for a uniform guess. Yet the DT trained on the 3000-frame part alone (40 episodes) scores -615 (-613 unconditioned): the data hold a policy far above the mean, and the DT conditioned on that policy's returns does not recover it from the mixture at 3000 steps. What did it: the cosine decay over 10000 steps (now the defaults: `frames=10000`, `lr_schedule=cosine`): the table above; seed 3 (validation) medium -790 / -785 / -782 and medium-replay -1547 / -1513 / -1055, both above the means at the best target. At 3000 steps with the cosine decay the table's seeds gave medium -785 / -798 / -783 and medium-replay -1217 / -1261 / -1205 at the best target; 10000 steps at a constant rate had not helped either file on seed 3 (above). Teacher-forced on the 3000-frame part's windows, the 3000-step cosine model's actions were 0.42 RMS from the part-only model's (data noise 0.44 RMS) and lowering its return-to-go by 800 moved them by 0.66 RMS: it follows the return, but fits the best part's policy too loosely. "
-    "Train s: wall seconds on the shared 2-core machine (two cases and a Dreamer run at once); 10000 steps took 175-209 s "
-    "here."
-)
-
 
 def _dt_seen() -> str:
     """Seen: per file, the best target's median against the mean, and how far the return
@@ -377,44 +343,10 @@ def _dt_seen() -> str:
     return ("Seen: " + "; ".join(out) + ".") if out else ""
 
 
-ODT_MEDIUM_NOTE = (
-    "From the new medium file (seed 0, stopped after 5000 steps, 32k frames; 100 "
-    "episodes): the buffer starts with its best 200 of 500 episodes (mean -747, worst "
-    "-767), the collections score -741 to -830 and hardly displace any (buffer mean -737 "
-    "at the end), and the evaluation stays put (-818 at the offline end, then -775, -782, "
-    "-812): the same as on the old file."
-)
-"""What ODT did from the new medium file (seed 0), filled in from its run."""
-
 ODT_DATASET = "medium-replay"
 """The file ODT starts from."""
 ODT_CHANGES = {"frames": 10_000}
 """The ODT benchmark's settings beyond the recipe defaults (2000 offline + 8000 online steps)."""
-
-ODT_HISTORY = (
-    "Why the first runs (row 'ODT medium-noise (old)': the old medium file, 50 "
-    "evaluation episodes) barely improved: with lowest-return eviction, ODT improves by "
-    "putting sampled, hindsight-relabelled episodes in place of the buffer's worst "
-    "trajectories. There the buffer (200 trajectories) was the whole file, the sampled "
-    "episodes scored at the file's level (means of the collections -555 to -699, not "
-    "improving), so they displaced only its worst few and the policy stayed near the "
-    "file's: +16 / +26 / +38 over 82k frames; that policy never balances the pendulum and "
-    "sampling near it did not find one that does. From medium-replay (the SAC run's "
-    "policies from random to medium level) the buffer starts with the file's best 200 of "
-    "240 episodes (seed 0: mean -1047, worst -1435) and the sampled episodes soon beat "
-    "its worst, so each collection lifts it (seed 0: buffer mean -1030 at the offline end, "
-    "-894 after 22k frames, -807 after 42k, -750 after 62k, -706 after 82k) and the "
-    "policy with it (seed 0, 100 episodes every 1000 steps: -1110 at the offline end, "
-    "-768, -811, -709, -639, -627, -613, -551 at 82k frames). Control (seed 0, the same "
-    "10000 steps all offline, pretrain_steps=10000): -1110 at 2000 steps, then -998, "
-    "-1072, -1056, -925, -1037, -1166, -1072, -975 at 10000: the gain is the online "
-    "phase's, not more training. " + ODT_MEDIUM_NOTE + " "
-    "Earlier (FIFO buffer of 100, online_target=-300, no action margin, units of 100, "
-    "old medium file): gains +106 / -42 / -347, the sampled episodes at -570 to -930. One "
-    "cause: 9% of that file's actions sit on the bounds (clipped noise), where the "
-    "TanhNormal's atanh is about 8, which widened the fitted distribution; with the 1% "
-    "margin the sampled episodes scored at the file's level."
-)
 
 
 def _odt_seen() -> str:
