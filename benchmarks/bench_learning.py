@@ -127,7 +127,7 @@ def _write(rows: list, seeds) -> None:
         notes=(
             f"Seeds {list(seeds)}; one process per run, 1 torch thread, this machine. Seconds "
             "are the training time reported by `torchrl-lite train` (env steps + updates). "
-            "For comparison, measured on this machine (issue 8): Stable-Baselines3's SAC "
+            "For comparison, measured on this machine: Stable-Baselines3's SAC "
             "reaches -200 on Pendulum after 6.6k frames in 82 s, TorchRL's after 6.2k frames "
             "in 104 s; with their zoo settings neither their DQN (CartPole) nor SB3's PPO "
             "(Pendulum) reached the threshold within 10 minutes."
