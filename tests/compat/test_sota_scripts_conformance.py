@@ -3,11 +3,19 @@ count (discrete IQL/CQL log episode lengths from it), CQLLoss's v0.4 output keys
 envs handed unstarted to multiprocess collectors (REDQ), and the offline caches that the
 bandit and discrete CQL scripts read."""
 
+import pytest
 import torch
+from tensordict import TensorDict
+from tensordict.nn import NormalParamExtractor, TensorDictModule
+from torch import nn
 
 from tests.collectors.helpers import CountingEnv, constant_policy
 from torchrl_lite.collectors import MultiSyncDataCollector, SyncDataCollector
+from torchrl_lite.data import Bounded
 from torchrl_lite.envs import SerialEnv, StepCounter, TransformedEnv
+from torchrl_lite.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl_lite.objectives import CQLLoss
+from torchrl_lite.recipes import cql as cql_recipe
 
 
 # -- max_frames_per_traj records the step count ----------------------------------------
@@ -68,3 +76,54 @@ def test_multiprocess_workers_record_step_count():
     data = next(iter(collector))
     collector.shutdown()
     assert torch.equal(data["next", "step_count"].flatten(), data["next", "count"].flatten().long())
+
+
+# -- CQLLoss returns TorchRL's behaviour-cloning actor loss ----------------------------
+def _cql_parts(**kwargs):
+    torch.manual_seed(0)
+    actor = ProbabilisticActor(
+        TensorDictModule(
+            nn.Sequential(MLP(3, 4, depth=1), NormalParamExtractor()),
+            ["observation"],
+            ["loc", "scale"],
+        ),
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+        spec=Bounded(-1.0, 1.0, shape=(2,)),
+    )
+    qvalue = ValueOperator(MLP(5, 1, depth=1), in_keys=["observation", "action"])
+    batch = TensorDict(
+        observation=torch.randn(16, 3),
+        action=torch.rand(16, 2) * 1.8 - 0.9,
+        next=TensorDict(
+            observation=torch.randn(16, 3),
+            reward=torch.randn(16, 1),
+            done=torch.zeros(16, 1, dtype=torch.bool),
+            terminated=torch.zeros(16, 1, dtype=torch.bool),
+            batch_size=[16],
+        ),
+        batch_size=[16],
+    )
+    return actor, CQLLoss(actor, qvalue, **kwargs), batch
+
+
+@pytest.mark.parametrize("with_lagrange", [False, True])
+def test_cql_loss_returns_the_behaviour_cloning_actor_loss(with_lagrange):
+    actor, loss, batch = _cql_parts(with_lagrange=with_lagrange, alpha_init=0.3)
+    out = loss(batch)
+    assert "loss_actor_bc" in loss.out_keys and "loss_actor_bc" in out.keys()
+    # mean(alpha * log pi(a|s)) is -alpha * entropy; the cloning term is the data's log-prob
+    with torch.no_grad():
+        data_log_prob = actor.get_dist(batch.clone()).log_prob(batch["action"])
+    expected = -out["alpha"] * out["entropy"] - data_log_prob.mean()
+    torch.testing.assert_close(out["loss_actor_bc"].detach(), expected, rtol=1e-5, atol=1e-5)
+    # the v0.4 script steps the actor on it alone: it reaches the actor, not the Q-nets
+    out["loss_actor_bc"].backward()
+    assert all(p.grad is not None for p in actor.parameters())
+    assert all(p.grad is None for p in loss.qvalue_network_params.values(True, True))
+
+
+def test_cql_recipe_optimises_the_terms_it_always_did():
+    _, loss, batch = _cql_parts()
+    summed = [k for k in loss(batch).keys() if k.startswith("loss_") and k != "loss_actor_bc"]
+    assert list(cql_recipe.LOSS_TERMS) == summed

@@ -78,7 +78,8 @@ def test_cql_matches_hand_computation_values_and_gradients(vectorized):
     batch = make_batch(5)
     torch.manual_seed(11)
     out = loss(batch.clone())
-    assert loss_terms(out) == ["loss_actor", "loss_alpha", "loss_cql", "loss_qvalue"]
+    terms = ["loss_actor", "loss_actor_bc", "loss_alpha", "loss_cql", "loss_qvalue"]
+    assert loss_terms(out) == terms
     penalty, pred = _penalty_by_hand(loss, net, batch, seed=11, temperature=0.7, weight=2.0)
     y = _target_by_hand(loss, net, batch, 0.9)
     loss_qvalue = ((pred - y) ** 2).mean(-1).sum()

@@ -38,6 +38,10 @@ class CQLLoss(SACLoss):
     ``loss_alpha``) are those of :class:`SACLoss`, except that with
     ``deterministic_backup`` the target has no entropy term and with ``max_q_backup`` it
     is ``max_j min_i Q'_i(s', a'_j)`` over ``num_random`` policy actions at ``s'``.
+    ``loss_actor_bc = mean(alpha * log pi(a|s) - log pi(a_data|s))`` (``a`` the actor
+    loss's sample) is the behaviour-cloning actor loss that TorchRL's CQL scripts
+    optimise instead of ``loss_actor`` for the first updates; it is returned for them
+    to pick, so a sum of every ``loss_*`` entry counts it too (name the terms to sum).
     Paper: https://arxiv.org/abs/2006.04779.
 
     Args:
@@ -73,7 +77,7 @@ class CQLLoss(SACLoss):
         ...     next=TensorDict(observation=torch.randn(8, 3), reward=torch.randn(8, 1),
         ...         done=torch.zeros(8, 1, dtype=torch.bool), batch_size=[8]), batch_size=[8])
         >>> sorted(k for k in loss_module(batch).keys() if k.startswith("loss_"))
-        ['loss_actor', 'loss_alpha', 'loss_alpha_prime', 'loss_cql', 'loss_qvalue']
+        ['loss_actor', 'loss_actor_bc', 'loss_alpha', 'loss_alpha_prime', 'loss_cql', 'loss_qvalue']
     """
 
     def __init__(
@@ -114,7 +118,8 @@ class CQLLoss(SACLoss):
     @property
     def out_keys(self) -> list:
         keys = [*super().out_keys, "loss_cql"]
-        return keys + (["loss_alpha_prime", "alpha_prime"] if self.with_lagrange else [])
+        keys += ["loss_alpha_prime", "alpha_prime"] if self.with_lagrange else []
+        return keys + ["loss_actor_bc"]
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         """The CQL losses on a batch ``[*B]`` (see the class docstring)."""
@@ -125,6 +130,8 @@ class CQLLoss(SACLoss):
         pred = self._qvalue_terms(td, alpha, out)  # [N, *B]
         self._alpha_terms(td, action, log_prob, out)
         self._cql_terms(td, dist, pred, out)
+        data_log_prob = log_prob_of(dist, td.get(self.tensor_keys.action), td.batch_dims)
+        out["loss_actor_bc"] = (alpha * log_prob - data_log_prob).mean()
         return TensorDict(out, batch_size=[])
 
     def _next_value(self, td: TensorDictBase, alpha) -> torch.Tensor:

@@ -31,13 +31,16 @@ from torchrl_lite.recipes.offline import (
     check_dataset_fits,
     load_dataset,
     make_eval_env,
-    make_evaluation,  # noqa: F401 (part of the recipe: the CLI calls it)
+    make_evaluation,
 )
-from torchrl_lite.trainers import Trainer
+from torchrl_lite.recipes.registry import Recipe
+from torchrl_lite.trainers import OptimizerHook, Trainer
 
 ALGO = "cql"
 ACTIONS = "continuous"
 OFFLINE = True
+# the terms each step optimises (CQLLoss also returns loss_actor_bc, for TorchRL's scripts)
+LOSS_TERMS = ("loss_actor", "loss_qvalue", "loss_alpha", "loss_cql")
 TARGETS: dict = {}
 ENV_DEFAULTS = {"mujoco": dict(eval_steps=1000), "dm_control": dict(eval_steps=1000)}
 
@@ -101,13 +104,28 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         total_frames=cfg.frames,
         optim_steps_per_batch=1,
         loss_module=loss,
-        optimizer=torch.optim.Adam(loss.parameters(), lr=cfg.lr),
         logger=logger,
         progress_bar=progress_bar,
         save_trainer_file=checkpoint,
         save_trainer_interval=5_000,
         log_interval=cfg.eval_interval,
     )
+    optimizer = torch.optim.Adam(loss.parameters(), lr=cfg.lr)
+    OptimizerHook(optimizer, loss_components=LOSS_TERMS).register(trainer)
     batches.register(trainer)
     trainer.register_op("post_optim", SoftUpdate(loss, tau=cfg.tau).step)
     return trainer, actor
+
+
+RECIPE = Recipe(
+    name=ALGO,
+    Config=Config,
+    module=__name__,
+    make_trainer=make_trainer,
+    make_eval_env=make_eval_env,
+    actions=ACTIONS,
+    targets=TARGETS,
+    env_defaults=ENV_DEFAULTS,
+    offline=True,
+    make_evaluation=make_evaluation,
+)
