@@ -92,10 +92,10 @@ from torchrl_lite.objectives.rlhf import (  # noqa: E402
 __all__ += ["BradleyTerryLoss", "KLPenalizedPPOLoss", "KLRewardPenalty"]
 
 # TorchRL's helper: one optimizer over the groups of several; CrossQ
+from torchrl_lite.objectives._loss_maths import group_optimizers  # noqa: E402
 from torchrl_lite.objectives.crossq import CrossQLoss  # noqa: E402
 from torchrl_lite.objectives.gail import GAILLoss  # noqa: E402
 from torchrl_lite.objectives.tqc import TQCLoss  # noqa: E402
-from torchrl_lite.objectives.utils import group_optimizers  # noqa: E402
 
 __all__ += ["CrossQLoss", "GAILLoss", "TQCLoss", "group_optimizers"]
 

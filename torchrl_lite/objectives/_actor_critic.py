@@ -19,13 +19,13 @@ from torchrl_lite.objectives._input_checks import (
     check_probabilistic_actor,
     missing_advantage_message,
 )
-from torchrl_lite.objectives.common import LossModule, _LossKeyError, _LossValueError
-from torchrl_lite.objectives.utils import (
+from torchrl_lite.objectives._loss_maths import (
     check_distance,
     distance_loss,
     entropy_of,
     log_prob_of,
 )
+from torchrl_lite.objectives.common import LossModule, _LossKeyError, _LossValueError
 from torchrl_lite.objectives.value import ValueEstimators
 
 

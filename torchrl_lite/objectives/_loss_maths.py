@@ -1,9 +1,6 @@
 """Maths helpers shared by the losses: regression distances, log-probabilities, entropies
-and discrete-action indices. Pure functions of tensors (and distributions).
-
-TorchRL's ``torchrl.objectives.utils`` names used by its scripts and custom losses are
-re-exported here too: ``ValueEstimators``, ``default_value_kwargs``, ``SoftUpdate``,
-``HardUpdate``, ``TargetNetUpdater`` (defined in :mod:`torchrl_lite.objectives.common` and ``.value``).
+and discrete-action indices. Pure functions of tensors (and distributions), so the value
+estimators and every loss can use them without importing the loss base class.
 """
 
 from __future__ import annotations
@@ -12,24 +9,13 @@ import torch
 from torch import distributions as D
 from torch.nn import functional as F
 
-from torchrl_lite.objectives.common import (
-    HardUpdate,
-    SoftUpdate,
-    TargetNetUpdater,
-    default_value_kwargs,
-)
-from torchrl_lite.objectives.value import ValueEstimators
-
 __all__ = [
+    "check_distance",
     "distance_loss",
+    "reduce_to_batch",
     "log_prob_of",
     "entropy_of",
     "action_index",
-    "HardUpdate",
-    "SoftUpdate",
-    "TargetNetUpdater",
-    "ValueEstimators",
-    "default_value_kwargs",
     "group_optimizers",
 ]
 

@@ -18,8 +18,8 @@ from torch import nn
 from torchrl_lite import _keys as K
 from torchrl_lite.data.composite_spec import Composite
 from torchrl_lite.objectives._input_checks import check_action_shape, first_call
+from torchrl_lite.objectives._loss_maths import distance_loss
 from torchrl_lite.objectives.common import LossModule, _LossValueError
-from torchrl_lite.objectives.utils import distance_loss
 from torchrl_lite.objectives.value import ValueEstimators
 
 

@@ -24,9 +24,9 @@ from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
 from torchrl_lite.objectives._input_checks import check_probabilistic_actor
+from torchrl_lite.objectives._loss_maths import check_distance, log_prob_of
 from torchrl_lite.objectives._off_policy import OffPolicyLoss, Temperature, action_shape_of
 from torchrl_lite.objectives.sac import _SACKeys
-from torchrl_lite.objectives.utils import check_distance, log_prob_of
 
 __all__ = ["CrossQLoss"]
 

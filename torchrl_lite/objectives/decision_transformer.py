@@ -18,9 +18,14 @@ from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite.objectives._input_checks import check_probabilistic_actor
+from torchrl_lite.objectives._loss_maths import (
+    check_distance,
+    distance_loss,
+    entropy_of,
+    log_prob_of,
+)
 from torchrl_lite.objectives._off_policy import Temperature, action_bounds, action_shape_of
 from torchrl_lite.objectives.common import LossModule, _LossValueError
-from torchrl_lite.objectives.utils import check_distance, distance_loss, entropy_of, log_prob_of
 
 __all__ = ["DTLoss", "OnlineDTLoss"]
 

@@ -24,8 +24,8 @@ from torchrl_lite.modules.tensordict_module.qvalue import (
     resolve_action_space,
 )
 from torchrl_lite.objectives._input_checks import check_discrete_actions, first_call
+from torchrl_lite.objectives._loss_maths import action_index, check_distance, distance_loss
 from torchrl_lite.objectives.common import LossModule, _LossValueError
-from torchrl_lite.objectives.utils import action_index, check_distance, distance_loss
 from torchrl_lite.objectives.value import ValueEstimators
 
 __all__ = ["DQNLoss", "DistributionalDQNLoss", "c51_projection"]

@@ -23,7 +23,7 @@ from tensordict.nn import ProbabilisticTensorDictModule
 from torch import distributions as D
 
 from torchrl_lite.objectives._actor_critic import OnPolicyLoss
-from torchrl_lite.objectives.utils import reduce_to_batch
+from torchrl_lite.objectives._loss_maths import reduce_to_batch
 
 __all__ = ["PPOLoss", "ClipPPOLoss", "KLPENPPOLoss"]
 

@@ -21,13 +21,18 @@ from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite.objectives._input_checks import check_probabilistic_actor
+from torchrl_lite.objectives._loss_maths import (
+    action_index,
+    check_distance,
+    distance_loss,
+    log_prob_of,
+)
 from torchrl_lite.objectives._off_policy import (
     OffPolicyLoss,
     Temperature,
     action_shape_of,
 )
 from torchrl_lite.objectives.common import _LossValueError
-from torchrl_lite.objectives.utils import action_index, check_distance, distance_loss, log_prob_of
 
 __all__ = ["SACLoss", "DiscreteSACLoss"]
 

@@ -15,8 +15,8 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite.objectives._loss_maths import check_distance
 from torchrl_lite.objectives._off_policy import OffPolicyLoss, action_bounds
-from torchrl_lite.objectives.utils import check_distance
 
 __all__ = ["TD3Loss"]
 

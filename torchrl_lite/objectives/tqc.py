@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
+from torchrl_lite.objectives._loss_maths import log_prob_of
 from torchrl_lite.objectives.sac import SACLoss
-from torchrl_lite.objectives.utils import log_prob_of
 
 __all__ = ["TQCLoss"]
 

@@ -15,7 +15,7 @@ from torchrl_lite.agent._factory import Factory
 from torchrl_lite.data import Composite
 from torchrl_lite.envs.libs.gym import space_to_spec
 from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
-from torchrl_lite.objectives.utils import entropy_of
+from torchrl_lite.objectives._loss_maths import entropy_of
 
 
 def specs_of(obs_space, action_space) -> SimpleNamespace:

@@ -19,6 +19,7 @@ from tensordict import TensorDictBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite.objectives._input_checks import check_probabilistic_actor
+from torchrl_lite.objectives._loss_maths import log_prob_of
 from torchrl_lite.objectives.value.advantages import ValueEstimatorBase, _standardise
 from torchrl_lite.objectives.value.functional import (
     _backward_scan,
@@ -166,8 +167,6 @@ class VTrace(ValueEstimatorBase):
             "ProbabilisticActor built with return_log_prob=True.",
         )
         log_mu = log_mu.reshape(*td.batch_size, -1).sum(-1, keepdim=True)  # per-dim: summed
-        from torchrl_lite.objectives.utils import log_prob_of  # objectives.utils imports value
-
         with torch.no_grad():
             dist = self.actor_network.get_dist(td.select(*self.actor_network.in_keys, strict=False))
             log_pi = log_prob_of(dist, td.get(K.ACTION), td.batch_dims)
