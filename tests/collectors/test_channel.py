@@ -18,14 +18,14 @@ from tests.scheme import doubles
 from tests.scheme.conftest import ray_session  # noqa: F401 (the suite's one Ray session)
 from torchrl_lite.collectors import SyncDataCollector
 from torchrl_lite.collectors.distributed.channel import (
-    Channel,
     ChannelClosedError,
     ChannelServer,
-    ChannelWorkerError,
     check_channel,
 )
+from torchrl_lite.collectors.distributed.channel import CollectChannel as Channel
 from torchrl_lite.collectors.distributed.transport import pack
 from torchrl_lite.envs import PendulumEnv
+from torchrl_lite.workers.errors import RemoteError as ChannelWorkerError
 
 
 def _open(collect):

@@ -1,6 +1,7 @@
 """The worker process of the multiprocess collectors: a loop around a ``SyncDataCollector``.
 
-See ``multi.py`` for the protocol. The worker ignores SIGINT (the parent decides when to
+It speaks the workers' one protocol (``workers/channel.py``) with the tags below; see
+``multi.py`` for what each command does. The worker ignores SIGINT (the parent decides when to
 stop), exits when its parent is gone (pipe EOF, or a new parent pid), and after an error
 stays alive until the parent says ``close``, so that the parent can still read the
 shared memory of a batch message sent just before.
@@ -8,26 +9,32 @@ shared memory of a batch message sent just before.
 
 from __future__ import annotations
 
-import random as py_random
 import signal
 
-import numpy as np
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from torchrl_lite._mp import CloudPickled, error_info, parent_alive
 from torchrl_lite.collectors._policy import policy_weights
 from torchrl_lite.collectors.collectors import SyncDataCollector
+from torchrl_lite.workers.channel import PipeChannel
+from torchrl_lite.workers.process import CloudPickled, parent_alive
+from torchrl_lite.workers.rng import seed_rngs
 
 _IDLE_S = 1.0  # how often an idle worker checks that its parent is alive
 WORKER_ID = ("collector", "worker_id")
+
+# parent -> worker: collect one batch (sync), collect continuously / the last batch was
+# read (async), seed, send state, load state, close
+COLLECT, RUN, ACK, SEED, STATE, LOAD, CLOSE = b"c", b"r", b"a", b"e", b"s", b"l", b"q"
+# worker -> parent: started, a batch is in shared memory (SEED, STATE, LOAD: the replies)
+STARTED, BATCH = b"S", b"b"
 
 
 class _Worker:
     """The loop of one worker process around its ``SyncDataCollector``."""
 
-    def __init__(self, conn, index, collector, weights, version, parent_pid):
-        self.conn, self.index, self.collector = conn, index, collector
+    def __init__(self, channel, index, collector, weights, version, parent_pid):
+        self.channel, self.index, self.collector = channel, index, collector
         self.weights, self.version, self.parent_pid = weights, version, parent_pid
         self.local = policy_weights(collector.policy) if weights is not None else None
         self.seen = -1  # weights version loaded into the local policy
@@ -38,8 +45,8 @@ class _Worker:
         while True:
             if not parent_alive(self.parent_pid):
                 raise EOFError("the parent process is gone")
-            if self.conn.poll(_IDLE_S if block else 0):
-                return self.conn.recv()
+            if self.channel.poll(_IDLE_S if block else 0):
+                return self.channel.recv()
             if not block:
                 return None
 
@@ -62,34 +69,33 @@ class _Worker:
             self.signature = signature
         else:
             self.buffer.update_(batch)
-        self.conn.send(("batch", batch.numel(), new))
+        self.channel.send(BATCH, (batch.numel(), new))
 
-    def control(self, message) -> bool:
-        """Answer a control message; False for ``close``."""
-        kind = message[0]
-        if kind == "close":
+    def control(self, tag: bytes, payload) -> bool:
+        """Answer a control command; False for ``CLOSE``."""
+        if tag == CLOSE:
             return False
-        if kind == "seed":
-            _, seed, static = message
-            _seed_rngs(seed)
-            self.conn.send(("seed", self.collector.set_seed(seed, static_seed=static)))
-        elif kind == "state_dict":
+        if tag == SEED:
+            seed, static = payload
+            seed_rngs(seed)
+            self.channel.send(SEED, self.collector.set_seed(seed, static_seed=static))
+        elif tag == STATE:
             # the parent keeps the counters and the policy: the worker's env and carry
             state = self.collector.state_dict()
-            self.conn.send(("state_dict", {k: state[k] for k in ("env_state_dict", "carry")}))
-        elif kind == "load_state_dict":
-            self.collector.load_state_dict(message[1])
-            self.conn.send(("loaded", None))
+            self.channel.send(STATE, {k: state[k] for k in ("env_state_dict", "carry")})
+        elif tag == LOAD:
+            self.collector.load_state_dict(payload)
+            self.channel.send(LOAD)
         else:
-            raise ValueError(f"unknown message {message!r}")
+            raise ValueError(f"unknown command {tag!r}")
         return True
 
     def serve_sync(self) -> None:
         while True:
-            message = self.recv(block=True)
-            if message[0] == "collect":
-                self.publish(self.collect(message[1]))
-            elif not self.control(message):
+            tag, payload = self.recv(block=True)
+            if tag == COLLECT:
+                self.publish(self.collect(payload))
+            elif not self.control(tag, payload):
                 return
 
     def serve_async(self) -> None:
@@ -97,11 +103,12 @@ class _Worker:
         while True:
             message = self.recv(block=not running or (ready is not None and not free))
             if message is not None:
-                if message[0] == "run":
-                    running, random = True, message[1]
-                elif message[0] == "ack":
-                    free, random = True, message[1]
-                elif not self.control(message):
+                tag, payload = message
+                if tag == RUN:
+                    running, random = True, payload
+                elif tag == ACK:
+                    free, random = True, payload
+                elif not self.control(tag, payload):
                     return
                 continue
             if ready is None:
@@ -117,7 +124,8 @@ def _worker_main(conn, index, setup: dict, parent_pid: int, inherited: list) -> 
         other.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(setup["num_threads"])
-    _seed_rngs(setup["torch_seed"])  # forked workers would otherwise share RNG states
+    seed_rngs(setup["torch_seed"])  # forked workers would otherwise share RNG states
+    channel = PipeChannel(conn)
     collector = None
     try:
         try:
@@ -126,8 +134,10 @@ def _worker_main(conn, index, setup: dict, parent_pid: int, inherited: list) -> 
             policy = policy.load() if isinstance(policy, CloudPickled) else policy
             collector = SyncDataCollector(factory(), policy, **setup["collector_kwargs"])
             collector._traj_stride, collector._traj_offset = setup["num_workers"], index
-            worker = _Worker(conn, index, collector, setup["weights"], setup["version"], parent_pid)
-            conn.send(("started", None))
+            worker = _Worker(
+                channel, index, collector, setup["weights"], setup["version"], parent_pid
+            )
+            channel.send(STARTED)
             if setup["mode"] == "sync":
                 worker.serve_sync()
             else:
@@ -135,11 +145,11 @@ def _worker_main(conn, index, setup: dict, parent_pid: int, inherited: list) -> 
         except (EOFError, BrokenPipeError, ConnectionResetError):
             return  # the parent is gone
         except Exception as err:
-            conn.send(("error", error_info(err)))
+            channel.send_error(err)
             # stay alive until told to close: the parent may still be unpickling a batch
             # message whose shared memory this process must hand over
             while parent_alive(parent_pid):
-                if conn.poll(_IDLE_S) and conn.recv()[0] == "close":
+                if channel.poll(_IDLE_S) and channel.recv()[0] == CLOSE:
                     break
     except (OSError, EOFError):
         return
@@ -157,10 +167,3 @@ def _signature(batch: TensorDictBase) -> tuple:
     if isinstance(batch, LazyStackedTensorDict):
         return tuple(_signature(row) for row in batch.tensordicts)
     return tuple((k, v.shape, v.dtype) for k, v in batch.items(True, True))
-
-
-def _seed_rngs(seed: int) -> None:
-    """Seed this process's torch, numpy and ``random`` generators."""
-    torch.manual_seed(seed)
-    np.random.seed(seed % 2**32)
-    py_random.seed(seed)

@@ -1,29 +1,30 @@
 """Multiprocess collectors: one ``SyncDataCollector`` per worker process.
 
-How the processes talk (a pipe per worker carries short pickled messages; data never
-travels through it):
+How the processes talk (a pipe per worker carries short tagged messages, the workers' one
+protocol of ``workers/channel.py`` with the tags of ``_worker.py``; data never travels
+through it):
 
 * **Start.** Each worker gets a zero-argument env factory (forked, or cloudpickled with
   ``"spawn"``), the policy, the shared weights and a version counter; it builds its env
-  and a plain ``SyncDataCollector`` and replies ``("started",)``.
+  and a plain ``SyncDataCollector`` and replies ``STARTED``.
 * **Weights.** ``TensorDict.from_module(policy)`` is copied once into shared memory.
   ``update_policy_weights_()`` copies the new weights into it under a lock and bumps the
   version counter; a worker whose version is behind copies them into its own policy
   before its next batch. Nothing is pickled.
 * **Batches.** A worker copies each batch into a shared-memory TensorDict, allocated when
   its layout (keys, shapes, dtypes) first appears or changes and then sent once over the
-  pipe (torch passes shared storage as file descriptors); ``("batch", frames, None)``
+  pipe (torch passes shared storage as file descriptors); ``BATCH (frames, None)``
   says a batch is ready. The entry ``("collector", "worker_id")`` says which worker
   collected each frame; trajectory ids are ``local_id * num_workers + worker_id``, so they
   stay unique.
-* **Sync** (``MultiSyncDataCollector``): each iteration sends ``("collect", random)`` to
+* **Sync** (``MultiSyncDataCollector``): each iteration sends ``COLLECT random`` to
   every worker, waits for all, and stacks (or concatenates) the shared buffers into a new
   TensorDict. Workers idle while the training step runs, so every batch uses the latest
   weights.
 * **Async** (``MultiaSyncDataCollector``): workers collect continuously; a worker collects
   its next batch while the parent reads the last one, and writes its shared buffer again
-  only after the parent's ``("ack", random)`` says it was copied.
-* **Faults.** A worker's exception comes back as ``("error", info)`` and is raised in the
+  only after the parent's ``ACK random`` says it was copied.
+* **Faults.** A worker's exception comes back as an ``ERROR`` reply and is raised in the
   parent with the worker's traceback; a dead worker is noticed within ``_POLL_S``; either
   way every worker is shut down. Workers ignore SIGINT and exit when their parent dies;
   ``shutdown()`` (also run when the collector is garbage-collected or at exit) joins them.
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
-import multiprocessing.connection
 import os
 import warnings
 import weakref
@@ -41,13 +41,6 @@ import weakref
 import torch
 from tensordict import TensorDictBase
 
-from torchrl_lite._mp import (
-    CloudPickled,
-    death_message,
-    remote_error,
-    start_method,
-    stop_processes,
-)
 from torchrl_lite.collectors._args import check_int, check_policy
 from torchrl_lite.collectors._base import DataCollectorBase
 from torchrl_lite.collectors._compile import compile_policy_in_place
@@ -57,9 +50,28 @@ from torchrl_lite.collectors._policy import (
     materialize_lazy,
     policy_weights,
 )
-from torchrl_lite.collectors._worker import _worker_main
+from torchrl_lite.collectors._worker import (
+    ACK,
+    BATCH,
+    CLOSE,
+    COLLECT,
+    LOAD,
+    RUN,
+    SEED,
+    STARTED,
+    STATE,
+    _worker_main,
+)
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.utils import ExplorationType
+from torchrl_lite.workers.channel import ERROR, PipeChannel, Poller
+from torchrl_lite.workers.errors import remote_error
+from torchrl_lite.workers.process import (
+    CloudPickled,
+    death_message,
+    start_method,
+    stop_processes,
+)
 
 __all__ = [
     "MultiSyncDataCollector",
@@ -70,7 +82,6 @@ __all__ = [
 
 _POLL_S = 0.2  # how often a parent waiting on workers checks that they are alive
 _JOIN_S = 3.0  # how long shutdown() waits for workers before terminating them
-_CLOSE = ("close",)
 
 
 # -- argument checks -----------------------------------------------------------------
@@ -123,13 +134,17 @@ def _given_env(env: EnvBase) -> EnvBase:
 
 
 def _check_shippable(owner: str, env: EnvBase) -> None:
-    """An env instance goes to a worker as a copy (forked or pickled): not one that runs
-    processes of its own or is closed."""
+    """An env instance goes to a worker as a copy (forked or pickled): not one that is
+    closed. A batched env inside it whose workers run is closed first (it restarts at its
+    next reset): each collector worker's copy then starts its own workers at its first
+    reset, as TorchRL's batched envs, which start their workers lazily, behave."""
     if env.is_closed:
         raise ValueError(f"{owner}: the env {env!r} is closed")
     inner = env
     while inner is not None:
-        if getattr(inner, "worker_pids", None):
+        if getattr(inner, "worker_pids", None) and hasattr(inner, "_restart"):
+            inner.close()
+        elif getattr(inner, "worker_pids", None):
             raise TypeError(
                 f"{owner}: {type(inner).__name__} instances run worker processes and cannot be "
                 "copied into a collector worker; pass a constructor, e.g. "
@@ -187,7 +202,7 @@ class _MultiDataCollector(DataCollectorBase):
         owner = type(self).__name__
         compile_policy_in_place(None, False, cudagraph_policy, owner)  # refused early
         self._update_at_each_batch = bool(update_at_each_batch)
-        self._procs, self._conns, self._finalizer = [], [], None
+        self._procs, self._channels, self._finalizer = [], [], None
         factories = _factories(owner, create_env_fn, num_workers, create_env_kwargs)
         self.num_workers = n = len(factories)
         self._backlog = {w: [] for w in range(n)}  # messages read while waiting for others
@@ -257,7 +272,7 @@ class _MultiDataCollector(DataCollectorBase):
                 }
                 self._start_worker(ctx, w, setup, forked)
             self.closed = False
-            self._wait(range(n), "start", "started")
+            self._wait(range(n), "start", STARTED)
         except BaseException:
             self._shutdown(grace=1.0)
             self.closed = True
@@ -275,67 +290,68 @@ class _MultiDataCollector(DataCollectorBase):
 
     def _start_worker(self, ctx, w: int, setup: dict, forked: bool) -> None:
         parent_conn, child_conn = ctx.Pipe(duplex=True)
-        inherited = list(self._conns) if forked else []
+        inherited = [c.conn for c in self._channels] if forked else []
         proc = ctx.Process(
             target=_worker_main,
             args=(child_conn, w, setup, os.getpid(), inherited),
             name=f"{type(self).__name__}-worker-{w}",
-            daemon=True,
+            # not daemonic: a worker's env may run processes (ParallelEnv); the finalizer
+            # below stops the workers when the collector is dropped or at exit
+            daemon=False,
         )
         proc.start()
         child_conn.close()
         self._procs.append(proc)
-        self._conns.append(parent_conn)
+        self._channels.append(PipeChannel(parent_conn))
         if self._finalizer is None:  # stops the workers if the collector is dropped / at exit
             self._finalizer = weakref.finalize(
-                self, stop_processes, self._procs, self._conns, _CLOSE, _JOIN_S
+                self, stop_processes, self._procs, self._channels, CLOSE, _JOIN_S
             )
 
     # -- talking to workers ----------------------------------------------------------------
     def _where(self, w: int) -> str:
         return f"{type(self).__name__} worker {w} (pid {self._procs[w].pid})"
 
-    def _send(self, w: int, message, what: str) -> None:
+    def _send(self, w: int, tag: bytes, payload, what: str) -> None:
         try:
-            self._conns[w].send(message)
+            self._channels[w].send(tag, payload)
         except (OSError, ValueError):
             self._fail(RuntimeError(death_message(self._procs[w], self._where(w), what)))
 
-    def _read(self, w: int, what: str):
+    def _read(self, w: int, what: str) -> tuple:
         try:
-            message = self._conns[w].recv()
+            tag, payload = self._channels[w].recv()
         except (EOFError, OSError):
             self._fail(RuntimeError(death_message(self._procs[w], self._where(w), what)))
-        if message[0] == "error":
-            self._fail(remote_error(message[1], self._where(w), what))
-        return message
+        if tag == ERROR:
+            self._fail(remote_error(payload, self._where(w), what))
+        return tag, payload
 
-    def _wait(self, workers, what: str, kind: str, any_one: bool = False) -> dict:
-        """Wait for a ``kind`` message from each of ``workers`` (from one, with ``any_one``);
-        ``"batch"`` messages that come meanwhile are kept for later. Raises (after shutting
-        every worker down) if a worker fails or dies."""
+    def _wait(self, workers, what: str, tag: bytes, any_one: bool = False) -> dict:
+        """Wait for a ``tag`` message from each of ``workers`` (from one, with ``any_one``)
+        and return ``{worker: payload}``; ``BATCH`` messages that come meanwhile are kept
+        for later. Raises (after shutting every worker down) if a worker fails or dies."""
         self._check_open()
         pending, replies = list(workers), {}
         try:
             while pending and not (any_one and replies):
-                owner = {self._conns[w]: w for w in pending}
-                ready = multiprocessing.connection.wait(list(owner), timeout=_POLL_S)
+                poller = Poller([self._channels[w] for w in pending])
+                ready = [pending[j] for j in poller.ready(_POLL_S)]
                 if not ready:
                     for w in pending:
                         if not self._procs[w].is_alive():
-                            if self._conns[w].poll(0):  # its last words: read them first
+                            if self._channels[w].poll(0):  # its last words: read them first
                                 self._read(w, what)
                             message = death_message(self._procs[w], self._where(w), what)
                             self._fail(RuntimeError(message))
-                for conn in ready:
+                for w in ready:
                     if any_one and replies:
                         break  # leave the other messages in their pipes
-                    w = owner[conn]
-                    message = self._read(w, what)
-                    if message[0] != kind:
-                        self._backlog[w].append(message)
+                    got, payload = self._read(w, what)
+                    if got != tag:
+                        self._backlog[w].append(payload)  # only BATCH comes unasked
                         continue
-                    replies[w] = message
+                    replies[w] = payload
                     pending.remove(w)
         except KeyboardInterrupt:
             self._failure = f"interrupted while waiting for the workers ({what})"
@@ -350,10 +366,10 @@ class _MultiDataCollector(DataCollectorBase):
         self.closed = True
         raise error
 
-    def _store(self, w: int, message) -> TensorDictBase:
-        """The shared buffer of worker ``w`` after its ``("batch", frames, new)`` message."""
-        if message[2] is not None:
-            self._buffers[w] = message[2]
+    def _store(self, w: int, batch: tuple) -> TensorDictBase:
+        """The shared buffer of worker ``w`` after its ``BATCH (frames, new)`` message."""
+        if batch[1] is not None:
+            self._buffers[w] = batch[1]
         return self._buffers[w]
 
     # -- weights, seeds, state ---------------------------------------------------------------
@@ -391,8 +407,8 @@ class _MultiDataCollector(DataCollectorBase):
         on (each worker's torch RNG too); return the next unused seed."""
         self._check_open()
         for w in range(self.num_workers):
-            self._send(w, ("seed", seed, static_seed), "set_seed")
-            seed = self._wait([w], "set_seed", "seed")[w][1]
+            self._send(w, SEED, (seed, static_seed), "set_seed")
+            seed = self._wait([w], "set_seed", SEED)[w]
         return seed
 
     def state_dict(self) -> dict:
@@ -404,8 +420,8 @@ class _MultiDataCollector(DataCollectorBase):
         if isinstance(self.policy, torch.nn.Module):
             out["policy_state_dict"] = self.policy.state_dict()
         for w in range(self.num_workers):
-            self._send(w, ("state_dict",), "state_dict")
-            out[f"worker{w}"] = self._wait([w], "state_dict", "state_dict")[w][1]
+            self._send(w, STATE, None, "state_dict")
+            out[f"worker{w}"] = self._wait([w], "state_dict", STATE)[w]
         return out
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -416,8 +432,8 @@ class _MultiDataCollector(DataCollectorBase):
             self.update_policy_weights_()
         for w in range(self.num_workers):
             if f"worker{w}" in state_dict:
-                self._send(w, ("load_state_dict", state_dict[f"worker{w}"]), "load_state_dict")
-                self._wait([w], "load_state_dict", "loaded")
+                self._send(w, LOAD, state_dict[f"worker{w}"], "load_state_dict")
+                self._wait([w], "load_state_dict", LOAD)
         self._frames = int(state_dict.get("frames", self._frames))
         self._iter = int(state_dict.get("iter", self._iter))
 
@@ -430,7 +446,7 @@ class _MultiDataCollector(DataCollectorBase):
     def _shutdown(self, grace: float = _JOIN_S) -> None:
         # detach() returns None once the finalizer ran: the workers are stopped once
         if self._finalizer is not None and self._finalizer.detach() is not None:
-            stop_processes(self._procs, self._conns, _CLOSE, grace)
+            stop_processes(self._procs, self._channels, CLOSE, grace)
 
     def shutdown(self) -> None:
         """Stop and join every worker; the collector cannot be used afterwards."""
@@ -507,8 +523,8 @@ class MultiSyncDataCollector(_MultiDataCollector):
             self.update_policy_weights_()
         workers = range(self.num_workers)
         for w in workers:
-            self._send(w, ("collect", random), "collect")
-        replies = self._wait(workers, "collect", "batch")
+            self._send(w, COLLECT, random, "collect")
+        replies = self._wait(workers, "collect", BATCH)
         buffers = [self._store(w, replies[w]) for w in workers]
         if self.cat_results == "stack":
             return torch.stack(buffers, 0)
@@ -558,7 +574,7 @@ class MultiaSyncDataCollector(_MultiDataCollector):
             self.update_policy_weights_()
         if not self._running:
             for w in range(self.num_workers):
-                self._send(w, ("run", random), "collect")
+                self._send(w, RUN, random, "collect")
             self._running = True
         n = self.num_workers
         order = [(self._next_worker + i) % n for i in range(n)]  # fair among ready workers
@@ -566,11 +582,11 @@ class MultiaSyncDataCollector(_MultiDataCollector):
         if w is not None:
             message = self._backlog[w].pop(0)
         else:
-            w, message = next(iter(self._wait(order, "collect", "batch", any_one=True).items()))
+            w, message = next(iter(self._wait(order, "collect", BATCH, any_one=True).items()))
         self._next_worker = (w + 1) % n
         out = self._store(w, message).clone()
         still_random = self._frames + out.numel() < self.init_random_frames
-        self._send(w, ("ack", still_random), "collect")
+        self._send(w, ACK, still_random, "collect")
         return out
 
 

@@ -1,6 +1,6 @@
 """Environments: the ``EnvBase`` contract, library wrappers, batched envs, transforms."""
 
-from torchrl_lite.envs.batched_envs import ParallelEnv, SerialEnv
+from torchrl_lite.envs.batched import ParallelEnv, SerialEnv
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.custom.pendulum import PendulumEnv
 from torchrl_lite.envs.env_creator import EnvCreator, env_creator

@@ -217,7 +217,7 @@ class GradientWorker:
         return iter(self.storage.generate_batches(*args))
 
     def _start_pass(self) -> None:
-        from torchrl_lite.trainers.checkpoint import rng_state
+        from torchrl_lite.workers.rng import rng_state
 
         self.storage.before_gradients()
         self._gen_rng = rng_state()
@@ -292,7 +292,7 @@ class GradientWorker:
         Resuming is exact between passes, and inside one when the storage's state holds the
         pass's data and its minibatches depend only on the RNG; otherwise (e.g. an on-policy
         storage whose state is empty) the resumed worker drops the rest of that pass."""
-        from torchrl_lite.trainers.checkpoint import rng_state
+        from torchrl_lite.workers.rng import rng_state
 
         state = {
             "algo": self.algo.state_dict(),
@@ -309,7 +309,7 @@ class GradientWorker:
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        from torchrl_lite.trainers.checkpoint import set_rng_state
+        from torchrl_lite.workers.rng import set_rng_state
 
         self.algo.load_state_dict(state["algo"])
         self.version, self.frames = int(state["version"]), int(state["frames"])

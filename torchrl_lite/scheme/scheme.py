@@ -42,6 +42,7 @@ from torchrl_lite.collectors.distributed.channel import check_channel
 from torchrl_lite.collectors.distributed.ray_session import user_site
 from torchrl_lite.collectors.distributed.transport import weights_message
 from torchrl_lite.scheme.gradient_worker import GradientWorker
+from torchrl_lite.workers.pickling import check_picklable
 
 __all__ = ["Scheme"]
 
@@ -73,21 +74,6 @@ def _check_fraction(option: str, value) -> float:
     if not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
         raise ValueError(f"{option}={value!r} must be a fraction in (0, 1].")
     return float(value)
-
-
-def check_picklable(named: dict) -> None:
-    """TypeError naming the first factory cloudpickle cannot serialise."""
-    import cloudpickle
-
-    for name, obj in named.items():
-        try:
-            cloudpickle.dumps(obj)
-        except Exception as err:
-            raise TypeError(
-                f"{name} cannot be pickled, so it cannot be sent to a Ray worker "
-                f"({type(err).__name__}: {err}). Build live objects (envs, locks, open "
-                f"files) inside the factory instead of capturing them."
-            ) from err
 
 
 def _recorder(events: list):

@@ -30,15 +30,14 @@ from __future__ import annotations
 
 import glob
 import json
-import random
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from torchrl_lite._atomic import find_complete, write_folder, write_synced
 from torchrl_lite._atomic import sigint_deferred as _sigint_deferred  # noqa: F401
+from torchrl_lite.workers.rng import rng_state, set_rng_state  # noqa: F401 (their old home)
 
 __all__ = [
     "save_checkpoint",
@@ -166,31 +165,3 @@ def _is_checkpoint(path: Path) -> bool:
     return path.is_dir() and _read_meta(path) is not None
 
 
-# -- RNG states -----------------------------------------------------------------------
-def rng_state() -> dict:
-    """The global RNG states: torch (and CUDA when in use), numpy, python ``random``.
-
-    Example:
-        >>> state = rng_state()
-        >>> a = torch.rand(2)
-        >>> set_rng_state(state)
-        >>> torch.equal(torch.rand(2), a)
-        True
-    """
-    state = {
-        "torch": torch.get_rng_state(),
-        "numpy": np.random.get_state(),
-        "python": random.getstate(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    """Restore the states returned by :func:`rng_state`."""
-    torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])

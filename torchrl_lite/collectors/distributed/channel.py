@@ -5,13 +5,14 @@ needs. Once a worker is started (by Ray: placement, start-up, restarts and cross
 workers stay Ray's) and found to run on the driver's node, ``collect`` goes through this
 channel instead of a Ray call:
 
-* commands and acknowledgements: a Unix socket (``multiprocessing.connection``, an
-  abstract-namespace address with an authentication key handed over through Ray) served
-  by a thread inside the actor. The driver sends ``(version, min_fraction, weights)``,
-  the worker answers ``("ok", meta, layout, nbytes, fresh)`` or ``("error", info)``.
-* data: two shared-memory segments per worker (anonymous ``memfd`` files, mapped by both
-  processes; their file descriptors travel over the socket, so nothing is ever created in
-  ``/dev/shm`` and the kernel frees them when both sides are gone, even after a SIGKILL).
+* commands and replies: the workers' one protocol (``workers/channel.py``) on a Unix
+  socket (``multiprocessing.connection``, an abstract-namespace address with an
+  authentication key handed over through Ray), served by a thread inside the actor. The
+  driver sends ``COLLECT (version, min_fraction, weights)``; the worker answers
+  ``COLLECT ("shm", meta, layout, nbytes, fresh)`` (or ``("obj", meta, batch)`` for a
+  batch that does not pack) or an ``ERROR`` reply.
+* data: two shared-memory segments per worker (``workers/shm.py``: anonymous ``memfd``
+  files whose descriptors travel over the socket).
   The driver writes new weights into the worker's weights segment (only when the worker
   does not hold that version, as on the Ray path; one segment per worker, so a worker
   still reading version v is never overwritten by v + 1 meant for another); the worker
@@ -25,7 +26,7 @@ channel instead of a Ray call:
 Faults read as on the Ray path: a worker that dies closes its end of the socket, so the
 pending call ends at once with ``ChannelClosedError`` (``WorkerGroup.fail`` restarts the
 worker, which gets a new channel and the current weights); an exception inside ``collect``
-comes back as ``ChannelWorkerError`` with the worker's traceback; a worker that hangs is
+comes back as ``workers.RemoteError`` with the worker's traceback (its ``info``); a worker that hangs is
 caught by the caller's timeout. Closing the driver's end ends the actor's thread.
 
 Example (both ends in one process; the worker side normally runs inside a Ray actor):
@@ -36,7 +37,7 @@ Example (both ends in one process; the worker side normally runs inside a Ray ac
     ...     batch = TensorDict({"x": torch.full((4, 1), float(weights["w"]))}, [4])
     ...     return batch, {"version": version}
     >>> server = ChannelServer(collect)
-    >>> channel = Channel(server.address, server.authkey, "worker 0")
+    >>> channel = CollectChannel(server.address, server.authkey, "worker 0")
     >>> call = channel.submit(pack({"w": torch.tensor(2.0)}), version=1)
     >>> batch, meta = call.result()
     >>> batch["x"].sum().item(), meta["version"]
@@ -47,44 +48,41 @@ Example (both ends in one process; the worker side normally runs inside a Ray ac
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
-import pickle
 import secrets
-import sys
 import threading
 from multiprocessing.connection import Client, Listener
 from multiprocessing.connection import wait as wait_connections
-from multiprocessing.reduction import recv_handle, send_handle
 
 import numpy as np
 
-from torchrl_lite._mp import error_info
 from torchrl_lite.collectors.distributed.transport import (
     Packed,
     pack_into,
     unpack_from,
 )
+from torchrl_lite.workers.channel import ERROR, PipeChannel
+from torchrl_lite.workers.errors import RemoteError
+from torchrl_lite.workers.shm import SegmentReader, SegmentWriter, shm_supported
 
 __all__ = [
     "CHANNEL_MODES",
-    "Channel",
     "ChannelCall",
     "ChannelClosedError",
     "ChannelServer",
-    "ChannelWorkerError",
+    "CollectChannel",
     "channel_supported",
     "check_channel",
     "wait_calls",
 ]
 
 CHANNEL_MODES = ("auto", "ray")
-_PAGE = 64 * 1024  # segments grow in steps of this
+COLLECT = b"c"  # the one command (and the tag of its reply)
 
 
 def channel_supported() -> bool:
     """True where the channel works: Linux (``memfd_create``, abstract Unix sockets)."""
-    return sys.platform.startswith("linux") and hasattr(os, "memfd_create")
+    return shm_supported()
 
 
 def check_channel(option: str, value) -> str:
@@ -109,84 +107,7 @@ class ChannelClosedError(ConnectionError):
     """The worker's end of the channel closed: its process died (or was killed)."""
 
 
-class ChannelWorkerError(RuntimeError):
-    """An exception raised inside the worker's ``collect``; ``info`` holds its type name,
-    message and traceback (``_mp.error_info``)."""
-
-    def __init__(self, info: dict):
-        super().__init__(f"{info['type']}: {info['message']}")
-        self.info = info
-
-
-class _Segment:
-    """A shared-memory buffer: an anonymous ``memfd`` file mapped in this process (a new
-    one of ``size`` bytes, or the one behind a received descriptor ``fd``)."""
-
-    def __init__(self, size: int = 0, fd: int | None = None):
-        if fd is None:
-            fd = os.memfd_create("torchrl_lite-channel", os.MFD_CLOEXEC)
-            os.ftruncate(fd, max(int(size), 1))
-        self.fd = fd
-        self.size = os.fstat(fd).st_size
-        self._map = mmap.mmap(fd, self.size)
-        self.array = np.frombuffer(self._map, dtype=np.uint8)
-
-    def close(self) -> None:
-        self.array = None
-        with contextlib.suppress(BufferError):  # a view still alive: unmapped when it goes
-            self._map.close()
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-
-class _Writer:
-    """The writing end of a one-way segment: grown (a new segment) when a message needs
-    more room; ``fresh`` says the reader must be sent the new descriptor."""
-
-    def __init__(self):
-        self.segment: _Segment | None = None
-        self.fresh = False
-
-    def reserve(self, nbytes: int) -> np.ndarray:
-        if self.segment is None or self.segment.size < nbytes:
-            if self.segment is not None:
-                self.segment.close()
-            self.segment = _Segment(-(-max(nbytes, 1) * 5 // 4 // _PAGE) * _PAGE)
-            self.fresh = True
-        return self.segment.array
-
-    def close(self) -> None:
-        if self.segment is not None:
-            self.segment.close()
-            self.segment = None
-
-
-class _Reader:
-    """The reading end: the segment behind the last descriptor received."""
-
-    def __init__(self):
-        self.segment: _Segment | None = None
-
-    def attach(self, fd: int) -> None:
-        self.close()
-        self.segment = _Segment(fd=fd)
-
-    def close(self) -> None:
-        if self.segment is not None:
-            self.segment.close()
-            self.segment = None
-
-
-def _send(conn, message, writer: _Writer | None = None) -> None:
-    """Send ``message`` (pickled) and, if ``writer`` has a fresh segment, its descriptor."""
-    conn.send_bytes(pickle.dumps(message, protocol=5))
-    if writer is not None and writer.fresh:
-        send_handle(conn, writer.segment.fd, None)
-        writer.fresh = False
-
-
-def _write_packed(obj, writer: _Writer):
+def _write_packed(obj, writer: SegmentWriter):
     """``("shm", layout, nbytes, fresh)`` after writing ``obj`` (a ``Packed``, or anything
     ``transport.pack_into`` packs) into ``writer``'s segment, or ``("obj", obj)`` for what
     cannot be packed (it then travels pickled in the message)."""
@@ -205,7 +126,7 @@ class ChannelServer:
     connection, and answers each command with ``collect(weights, version,
     min_fraction) -> (batch, meta)`` from a daemon thread (see the module docstring).
 
-    ``address`` and ``authkey`` are what the driver's ``Channel`` needs (sent through Ray).
+    ``address`` and ``authkey`` are what the driver's ``CollectChannel`` needs (sent through Ray).
     """
 
     def __init__(self, collect):
@@ -224,14 +145,15 @@ class ChannelServer:
             return
         finally:
             self._listener.close()
-        weights, batches = _Reader(), _Writer()
+        channel = PipeChannel(conn)
+        weights, batches = SegmentReader(), SegmentWriter()
         layout_sent = None
         try:
             while True:
                 try:
-                    version, min_fraction, sent = pickle.loads(conn.recv_bytes())
+                    _tag, (version, min_fraction, sent) = channel.recv()
                     if sent is not None and sent[0] == "shm" and sent[3]:
-                        weights.attach(recv_handle(conn))
+                        weights.attach(channel.recv_fd())
                 except (EOFError, OSError):  # the driver closed the channel (or is gone)
                     return
                 try:
@@ -244,21 +166,22 @@ class ChannelServer:
                     batch, meta = collect(new, version, min_fraction)
                     out = _write_packed(batch, batches)
                 except Exception as err:
-                    _send(conn, ("error", error_info(err)))
+                    channel.send_error(err)
                     continue
                 if out[0] == "shm":
                     layout = None if out[1] == layout_sent else out[1]
                     layout_sent = out[1]
-                    _send(conn, ("ok", meta, layout, out[2], out[3]), batches)
+                    channel.send(COLLECT, ("shm", meta, layout, out[2], out[3]))
+                    batches.send_fd_if_fresh(channel)
                 else:
-                    _send(conn, ("obj", meta, out[1]))
+                    channel.send(COLLECT, ("obj", meta, out[1]))
         finally:
-            conn.close()
+            channel.close()
             weights.close()
             batches.close()
 
 
-class Channel:
+class CollectChannel:
     """The driver's end of one worker's channel (see the module docstring).
 
     Args:
@@ -269,7 +192,8 @@ class Channel:
     def __init__(self, address: str, authkey: bytes, label: str):
         self.label = label
         self.conn = Client(address, family="AF_UNIX", authkey=authkey)
-        self._weights, self._batches = _Writer(), _Reader()
+        self.channel = PipeChannel(self.conn)
+        self._weights, self._batches = SegmentWriter(), SegmentReader()
         self._layout = None
         self.pending: ChannelCall | None = None
 
@@ -281,7 +205,8 @@ class Channel:
         call = self.pending = ChannelCall(self)
         try:
             sent = None if weights is None else _write_packed(weights, self._weights)
-            _send(self.conn, (version, float(min_fraction), sent), self._weights)
+            self.channel.send(COLLECT, (version, float(min_fraction), sent))
+            self._weights.send_fd_if_fresh(self.channel)
         except OSError as err:
             call.error = self._closed(err)
         return call
@@ -295,13 +220,13 @@ class Channel:
     def receive(self):
         """The pending call's ``(batch, meta)`` (blocks until the worker answers)."""
         try:
-            reply = pickle.loads(self.conn.recv_bytes())
-            if reply[0] == "ok" and reply[4]:
-                self._batches.attach(recv_handle(self.conn))
+            tag, reply = self.channel.recv()
+            if tag != ERROR and reply[0] == "shm" and reply[4]:
+                self._batches.attach(self.channel.recv_fd())
         except (EOFError, OSError) as err:
             raise self._closed(err) from None
-        if reply[0] == "error":
-            raise ChannelWorkerError(reply[1])
+        if tag == ERROR:
+            raise RemoteError(reply)
         if reply[0] == "obj":
             return reply[2], reply[1]
         _, meta, layout, nbytes, _fresh = reply
@@ -324,7 +249,7 @@ class ChannelCall:
 
     __slots__ = ("channel", "error", "_result")
 
-    def __init__(self, channel: Channel):
+    def __init__(self, channel: CollectChannel):
         self.channel, self.error, self._result = channel, None, None
 
     def ready(self) -> bool:

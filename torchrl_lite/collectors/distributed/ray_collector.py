@@ -35,6 +35,7 @@ from torchrl_lite.collectors.distributed.ray_workers import WorkerGroup
 from torchrl_lite.collectors.distributed.transport import open_result, weights_message
 from torchrl_lite.collectors.distributed.worker import RolloutWorker
 from torchrl_lite.envs.common import EnvBase
+from torchrl_lite.workers.pickling import check_picklable
 
 __all__ = ["RayCollector"]
 
@@ -226,8 +227,6 @@ class RayCollector(DataCollectorBase):
                 f"by num_collectors={count} (each worker collects an equal share)."
             )
         check_channel("channel", channel)
-        from torchrl_lite.scheme.scheme import check_picklable
-
         check_picklable({"create_env_fn": envs, "policy": policy})
         self.policy, self.sync = policy, bool(sync)
         self.num_collectors, self.collector_class = count, cls

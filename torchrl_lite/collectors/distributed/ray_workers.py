@@ -36,10 +36,9 @@ import re
 import time
 from collections.abc import Callable
 
-from torchrl_lite._mp import remote_error
 from torchrl_lite.collectors.distributed.channel import (
-    Channel,
     ChannelCall,
+    CollectChannel,
     channel_supported,
     check_channel,
     wait_calls,
@@ -51,30 +50,31 @@ from torchrl_lite.collectors.distributed.ray_session import (
     unregister,
 )
 from torchrl_lite.collectors.distributed.transport import packed_message
+from torchrl_lite.workers.errors import ErrorReply, remote_error
 
 __all__ = ["WorkerGroup"]
 
 _LAST_LINE = re.compile(r"^(\w+(?:\.\w+)*): (.*)$")
 
 
-def _error_info(err: BaseException) -> dict:
-    """``{"type", "message", "traceback"}`` of a Ray error: the worker's own exception (a
-    task's ``cause``; for a failed ``__init__``, the last line of Ray's traceback text)."""
-    info = getattr(err, "info", None)  # channel.ChannelWorkerError: the worker's own
-    if isinstance(info, dict):
-        return dict(info)
+def _error_info(err: BaseException) -> ErrorReply:
+    """The :class:`ErrorReply` of a Ray error: the worker's own exception (a task's
+    ``cause``; for a failed ``__init__``, the last line of Ray's traceback text)."""
+    info = getattr(err, "info", None)  # a channel's RemoteError: the worker's own
+    if isinstance(info, ErrorReply):
+        return info
     text = str(err)
     cause = getattr(err, "cause", None)
     if isinstance(cause, BaseException):
         message = str(cause.args[0]) if isinstance(cause, KeyError) and cause.args else str(cause)
-        return {"type": type(cause).__name__, "message": message, "traceback": text}
+        return ErrorReply(type(cause).__name__, message, text)
     if getattr(err, "actor_init_failed", False):
         lines = [line for line in text.strip().splitlines() if line.strip()]
         match = _LAST_LINE.match(lines[-1].strip()) if lines else None
         if match:
             name = match.group(1).rsplit(".", 1)[-1]
-            return {"type": name, "message": match.group(2), "traceback": text}
-    return {"type": type(err).__name__, "message": text.split("\n")[0], "traceback": text}
+            return ErrorReply(name, match.group(2), text)
+    return ErrorReply(type(err).__name__, text.split("\n")[0], text)
 
 
 class WorkerGroup:
@@ -126,7 +126,7 @@ class WorkerGroup:
     ):
         self.owner = owner or f"a WorkerGroup of {count} {name}s"
         self.channel = check_channel("channel", channel)
-        self.channels: list[Channel | None] = [None] * count
+        self.channels: list[CollectChannel | None] = [None] * count
         self._channel_weights = (None, None)  # (weights message, its Packed form)
         self.start_timeout = float(start_timeout)
         self.suffix, self.restart_option = suffix, restart_option
@@ -215,7 +215,7 @@ class WorkerGroup:
             try:
                 opened = ray.get(ref, timeout=self.start_timeout)
                 if opened is not None:
-                    self.channels[index] = Channel(*opened, label=self.label(index))
+                    self.channels[index] = CollectChannel(*opened, label=self.label(index))
             except Exception as err:  # Ray calls still work: use them
                 self.on_event(
                     f"{self.label(index)}: no shared-memory channel ({type(err).__name__}: "

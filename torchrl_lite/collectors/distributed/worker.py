@@ -34,6 +34,7 @@ import torch
 
 from torchrl_lite import _keys as K
 from torchrl_lite.collectors.distributed.transport import result_message, unpack
+from torchrl_lite.workers.rng import rng_state, set_rng_state
 
 __all__ = ["RolloutWorker", "episode_returns_of"]
 
@@ -107,7 +108,8 @@ class RolloutWorker:
         """Serve ``collect`` over a shared-memory channel (``channel.py``) if this worker
         runs on ``driver_node`` (the driver's Ray node id): returns ``(address, authkey)``
         for the driver's ``Channel``, or None on another node (Ray calls only)."""
-        from torchrl_lite.collectors.distributed.channel import ChannelServer, channel_supported
+        from torchrl_lite.collectors.distributed.channel import ChannelServer
+        from torchrl_lite.workers.shm import shm_supported as channel_supported
 
         if not channel_supported() or (driver_node is not None and driver_node != self.node_id()):
             return None
@@ -165,8 +167,6 @@ class RolloutWorker:
         self._preempt.set()
 
     def state_dict(self) -> dict:
-        from torchrl_lite.trainers.checkpoint import rng_state
-
         with self._lock:
             return {
                 "collector": self.collector.state_dict(),
@@ -175,8 +175,6 @@ class RolloutWorker:
             }
 
     def load_state_dict(self, state: dict) -> None:
-        from torchrl_lite.trainers.checkpoint import set_rng_state
-
         with self._lock:
             self.collector.load_state_dict(state["collector"])
             set_rng_state(state["rng"])

@@ -1,10 +1,13 @@
-"""``_BatchedEnv``: what ``SerialEnv`` and ``ParallelEnv`` share (see ``batched_envs``)."""
+"""``_BatchedEnv``: what ``SerialEnv`` and ``ParallelEnv`` share (see ``serial.py``,
+``parallel.py``)."""
 
 from __future__ import annotations
 
 import torch
+from tensordict import TensorDictBase
 
-from torchrl_lite.envs import _batched_utils as U
+from torchrl_lite.envs.batched import utils as U
+from torchrl_lite.envs.batched.view import BatchedEnvView, normalize_index
 from torchrl_lite.envs.common import EnvBase
 
 _RESTARTS = ("reset", "roll out", "seed")  # the calls that start a closed batched env again
@@ -14,9 +17,14 @@ class _BatchedEnv(EnvBase):
     """Argument checks, specs and key layout shared by ``SerialEnv`` and ``ParallelEnv``.
 
     A subclass implements ``_start(factories) -> list[U.EnvInfo]`` (build the copies),
-    ``_connect()`` (allocate buffers once the specs are known), ``_shutdown()`` and
-    ``_worker_attr(name, call)`` (an attribute of every copy, see ``__getattr__``), plus
-    the three ``EnvBase`` hooks.
+    ``_connect()`` (allocate buffers once the specs are known), ``_shutdown()``,
+    ``_worker_attr(name, call)`` (an attribute of every copy, see ``__getattr__``) and
+    ``_lazy_part()`` (its ``lazy.LazySerial``/``LazyParallel``), plus the three
+    ``EnvBase`` hooks.
+
+    Copies whose specs differ (multi-task) are found once, at construction: the env then
+    holds its lazy part in ``_lazy`` (``lazy.py``), which its specs, buffers, steps and
+    resets go through; ``_lazy`` is None for equal copies.
 
     As in TorchRL: an attribute the batched env lacks is looked up on the copies (a list,
     one value per copy; a method becomes a function calling it on every copy and
@@ -36,13 +44,12 @@ class _BatchedEnv(EnvBase):
         # TorchRL's flag: one factory for every copy (a list of distinct ones is multi-task)
         self._single_task = callable(create_env_fn) or len({id(f) for f in create_env_fn}) == 1
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
+        self._lazy = None
         try:
             infos = self._start(factories)
             U.check_batch_sizes(cls_name, infos)
-            if U.specs_differ(infos):  # copies of different specs: lazy stacks (_batched_lazy)
-                from torchrl_lite.envs._batched_lazy import lazy_class
-
-                self.__class__ = lazy_class(type(self))
+            if U.specs_differ(infos):  # copies of different specs: lazy stacks (lazy.py)
+                self._lazy = self._lazy_part()
             info = self._info = infos[0]
             super().__init__(
                 device=device if device is not None else info.device,
@@ -55,7 +62,13 @@ class _BatchedEnv(EnvBase):
             self._shutdown()
             raise
 
+    def _lazy_part(self):
+        raise NotImplementedError
+
     def _set_specs(self, infos: list[U.EnvInfo]) -> None:
+        if self._lazy is not None:
+            self._lazy.set_specs(infos)
+            return
         n, info = self.num_workers, infos[0]
         self._env_batch = info.batch_size
         self._env_device = info.device
@@ -125,7 +138,27 @@ class _BatchedEnv(EnvBase):
         self._checked_action = self.spec_check == "never"
 
     def _check_restart_specs(self, infos: list[U.EnvInfo]) -> None:
-        U.check_same_specs(type(self).__name__, [self._info, *infos])
+        if self._lazy is not None:
+            self._lazy.check_restart_specs(infos)
+        else:
+            U.check_same_specs(type(self).__name__, [self._info, *infos])
+
+    # -- EnvBase's methods, copy by copy when the copies' specs differ ------------------
+    def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        if self._lazy is not None:
+            return self._lazy.rand_action(tensordict)
+        return super().rand_action(tensordict)
+
+    def _check_action(self, tensordict: TensorDictBase) -> None:
+        if self._lazy is not None:
+            self._lazy.check_action(tensordict)
+        else:
+            super()._check_action(tensordict)
+
+    def fake_tensordict(self) -> TensorDictBase:
+        if self._lazy is not None:
+            return self._lazy.fake_tensordict()
+        return super().fake_tensordict()
 
     def _reset_workers_state(self) -> None:
         """Forget the closed copies (subclasses reset their containers)."""
@@ -142,12 +175,9 @@ class _BatchedEnv(EnvBase):
 
     def __getitem__(self, item):
         """A live view of some copies (``env[1:]``, ``env[0]``, ``env[np.array([0, 2])]``):
-        see ``_batched_view.py``."""
-        from torchrl_lite.envs._batched_lazy import _LazyBatched
-        from torchrl_lite.envs._batched_view import BatchedEnvView, normalize_index
-
+        see ``view.py``."""
         self._check_usable()
-        if isinstance(self, _LazyBatched):
+        if self._lazy is not None:
             raise NotImplementedError(
                 f"{type(self).__name__}: copies of different specs (multi-task) cannot be "
                 "indexed; build a batched env over the copies you need instead."

@@ -1,13 +1,14 @@
-"""How a ``ParallelEnv`` talks to its worker processes: one command per worker, the
-replies awaited while checking that the workers are alive, and a worker's failure
-turned into an error with its traceback after every worker is shut down."""
+"""How a ``ParallelEnv`` talks to its worker processes (the parent's side of
+``worker.py``): one command per worker, the replies awaited while checking that the
+workers are alive, and a worker's failure turned into an error with its traceback after
+every worker is shut down; ``worker_attr`` reads attributes of the copies (``ATTR``).
+"""
 
 from __future__ import annotations
 
-import pickle
-
-from torchrl_lite._mp import death_message
-from torchrl_lite.envs import _batched_worker as W
+from torchrl_lite.envs.batched.worker import ATTR
+from torchrl_lite.workers.channel import ERROR, Poller
+from torchrl_lite.workers.process import death_message
 
 _POLL_S = 0.2  # how often a parent waiting on a worker checks that the worker is alive
 _JOIN_S = 3.0  # how long close() waits for workers to exit before terminating them
@@ -17,13 +18,14 @@ _FAIL_GRACE_S = 1.0  # the same after a worker failed (the others may be mid-ste
 class _WorkerChannels:
     """``ParallelEnv``'s side of the pipes (``_channels``, ``_procs``, ``_groups``)."""
 
-    def _command(self, command: bytes, workers: list[int], what: str) -> dict:
-        """Send ``command`` to ``workers`` and wait for their replies (see ``_wait``)."""
+    def _command(self, command: bytes, workers: list[int], what: str, *payload) -> dict:
+        """Send ``command`` (with ``payload`` if given) to ``workers`` and wait for their
+        replies (see ``_wait``)."""
         sent = []
         try:
             for w in workers:
                 try:
-                    self._channels[w].send(command)
+                    self._channels[w].send(command, *payload)
                 except OSError:
                     self._fail(self._death_message(w, what))
                 sent.append(w)
@@ -43,7 +45,7 @@ class _WorkerChannels:
         if len(workers) == len(self._channels):
             poller, workers = self._poller, range(len(self._channels))
         else:
-            poller = W.Poller([self._channels[w] for w in workers])
+            poller = Poller([self._channels[w] for w in workers])
         pending = set(range(len(workers)))  # indices into ``workers``
         replies, reading = {}, False
         try:
@@ -71,13 +73,10 @@ class _WorkerChannels:
 
     def _read_reply(self, w: int, what: str):
         try:
-            message = self._channels[w].recv()
+            tag, payload = self._channels[w].recv()
         except (EOFError, OSError):
             self._fail(self._death_message(w, what))
-        if not message:
-            return None
-        tag, payload = message[:1], pickle.loads(message[1:])
-        if tag == W.ERROR:
+        if tag == ERROR:
             self._fail(self._error_message(w, what, payload))
         return payload
 
@@ -86,9 +85,9 @@ class _WorkerChannels:
         a worker failed."""
         try:
             for w in pending:
-                if not W.Poller([self._channels[w]]).ready(_JOIN_S):
+                if not Poller([self._channels[w]]).ready(_JOIN_S):
                     raise TimeoutError(f"{self._where(w)} did not reply")
-                if self._channels[w].recv()[:1] == W.ERROR:
+                if self._channels[w].recv()[0] == ERROR:
                     raise RuntimeError(f"{self._where(w)} failed")
         except BaseException as err:
             self._failure = f"interrupted while waiting for the workers ({err!r})"
@@ -110,8 +109,36 @@ class _WorkerChannels:
         message = death_message(self._procs[w], self._where(w), what)
         return f"{message} Create a new ParallelEnv to continue."
 
-    def _error_message(self, w: int, what: str, error: dict) -> str:
+    def _error_message(self, w: int, what: str, error) -> str:
         return (
             f"{self._where(w)} raised {error['type']}: {error['message']} during {what}. "
             f"The other workers were shut down.\n\nWorker traceback:\n{error['traceback']}"
         )
+
+
+def worker_attr(env, name: str):
+    """Attribute ``name`` of every copy of a ParallelEnv ``env``: a list of values, or a
+    function calling the method on every copy (returning the list of results)."""
+    replies = _attr_replies(env, (name, None), f"reading {name!r}")
+    if all(kind == "method" for kind, _ in replies):
+
+        def call(*args, **kwargs) -> list:
+            return [v for _, v in _attr_replies(env, (name, (args, kwargs)), f"{name}()")]
+
+        return call
+    return [value for _, value in replies]
+
+
+def _attr_replies(env, request: tuple, what: str) -> list:
+    """``(kind, value)`` per copy, in order; a failure in a worker raises here (an
+    AttributeError as such) and leaves the workers running."""
+    replies = env._command(ATTR, env._all, what, request)
+    out = [item for w in env._all for item in replies[w]]
+    for kind, value in out:
+        if kind == "error":
+            error = AttributeError if value["type"] == "AttributeError" else RuntimeError
+            raise error(
+                f"ParallelEnv: {what} on the copies raised {value['type']}: "
+                f"{value['message']}\n\nWorker traceback:\n{value['traceback']}"
+            )
+    return out

@@ -1,9 +1,11 @@
 """Batched envs over copies whose specs differ (multi-task): outputs are lazy stacks.
 
 ``SerialEnv``/``ParallelEnv`` over copies of equal specs stack their results leaf by leaf
-(``batched_envs.py``). When the copies' specs differ (other observation shapes or bounds,
-a key only some copies have), ``_BatchedEnv.__init__`` turns the env into the lazy
-variant of its class defined here, as TorchRL does:
+(``serial.py``, ``parallel.py``). When the copies' specs differ (other observation
+shapes or bounds, a key only some copies have), ``_BatchedEnv.__init__`` gives the env,
+once, the lazy part defined here (``LazySerial`` or ``LazyParallel``, held as
+``env._lazy``) and the env hands it its specs, buffers, steps and resets, as TorchRL
+does:
 
 * every TensorDict in and out (``reset``, ``step``'s ``"next"``, ``rand_action``,
   ``rollout``, ``fake_tensordict``) is a ``LazyStackedTensorDict`` along dim 0, whose
@@ -19,8 +21,8 @@ variant of its class defined here, as TorchRL does:
 
 Copies must have the same batch size, and leaf specs at a shared key must be of one
 class and dtype (``TypeError`` naming the key otherwise, e.g. a discrete action in one
-copy and a continuous one in another). The equal-specs classes are not touched: their
-per-step code has no branch for this.
+copy and a continuous one in another). The equal-specs path pays one ``env._lazy is
+None`` test per call for this.
 """
 
 from __future__ import annotations
@@ -33,12 +35,11 @@ from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.data._spec_stack import StackedComposite, copies_of, stack_specs
-from torchrl_lite.envs import _batched_utils as U
 from torchrl_lite.envs._action_bounds import check_action_value
-from torchrl_lite.envs.batched_envs import ParallelEnv, SerialEnv
+from torchrl_lite.envs.batched import utils as U
 from torchrl_lite.envs.common import _CHECK_ONCE
 
-__all__ = ["lazy_class", "is_lazy_env"]
+__all__ = ["LazyParallel", "LazySerial", "is_lazy_env"]
 
 
 def is_lazy_env(env) -> bool:
@@ -69,54 +70,58 @@ def _common(lists: list) -> list:
     return [k for k in lists[0] if all(k in other for other in lists[1:])]
 
 
-class _LazyBatched:
-    """What the lazy ``SerialEnv`` and ``ParallelEnv`` share: specs and actions per copy."""
+class _LazyCopies:
+    """What ``LazySerial`` and ``LazyParallel`` share: specs and actions per copy.
 
-    def _numpy_stepper(self):
-        """None: copies of different specs are stepped one by one (no numpy batch)."""
-        return None
+    ``env`` is the batched env it serves; the attributes that the env's own methods read
+    (specs, key lists, ``_env_batch``, ...) are set on the env, the copies' layouts here.
+    """
 
-    def _set_specs(self, infos: list) -> None:
-        first = infos[0]
-        self._infos = infos
-        self._env_batch, self._env_device = first.batch_size, first.device
+    def __init__(self, env):
+        self.env = env
+
+    def set_specs(self, infos: list) -> None:
+        env, first = self.env, infos[0]
+        self.infos = infos
+        env._env_batch, env._env_device = first.batch_size, first.device
         names = list(dict.fromkeys(info.name for info in infos))
-        self._env_name = f"[{', '.join(names)}]"
+        env._env_name = f"[{', '.join(names)}]"
         for name in U.SPEC_NAMES:
             try:
                 spec = stack_specs([info.specs[name] for info in infos])
             except (TypeError, ValueError) as err:
                 raise type(err)(
-                    f"{type(self).__name__}: the copies' {name} cannot be stacked: {err}"
+                    f"{type(env).__name__}: the copies' {name} cannot be stacked: {err}"
                 ) from None
-            setattr(self, name, spec.to(self.device))
-        self._copy_keys = [_layout(info.specs) for info in infos]
+            setattr(env, name, spec.to(env.device))
+        self.copy_keys = [_layout(info.specs) for info in infos]
         # the keys every copy has (ParallelEnv.step_and_maybe_reset looks for "done")
-        self._input_keys = _common([c.input for c in self._copy_keys])
-        self._step_keys = _common([c.step for c in self._copy_keys])
-        self._reset_keys = _common([c.reset for c in self._copy_keys])
+        env._input_keys = _common([c.input for c in self.copy_keys])
+        env._step_keys = _common([c.step for c in self.copy_keys])
+        env._reset_keys = _common([c.reset for c in self.copy_keys])
 
-    def _check_restart_specs(self, infos: list) -> None:
-        for i, (old, new) in enumerate(zip(self._infos, infos)):
+    def check_restart_specs(self, infos: list) -> None:
+        for i, (old, new) in enumerate(zip(self.infos, infos)):
             for name in U.SPEC_NAMES:
                 if old.specs[name] != new.specs[name]:
                     raise ValueError(
-                        f"{type(self).__name__}: after close(), env copy {i} came back with "
-                        f"another {name} ({new.specs[name]!r}, was {old.specs[name]!r}); its "
-                        "factory must build the same env each time."
+                        f"{type(self.env).__name__}: after close(), env copy {i} came back "
+                        f"with another {name} ({new.specs[name]!r}, was "
+                        f"{old.specs[name]!r}); its factory must build the same env each time."
                     )
 
     def _empty(self) -> LazyStackedTensorDict:
+        env = self.env
         rows = [
-            TensorDict({}, batch_size=self._env_batch, device=self.device)
-            for _ in range(self.num_workers)
+            TensorDict({}, batch_size=env._env_batch, device=env.device)
+            for _ in range(env.num_workers)
         ]
         return LazyStackedTensorDict(*rows, stack_dim=0)
 
     def _action_items(self) -> list:
         """Per copy, ``(key, spec)`` of its action leaves (cached per action spec)."""
-        spec = self.full_action_spec
-        cache = self.__dict__.get("_copy_action_items")
+        spec = self.env.full_action_spec
+        cache = getattr(self, "_copy_action_items", None)
         if cache is None or cache[0] is not spec:
             items = [
                 [(k, s) for k, s in row.items(True, True) if s is not None]
@@ -128,25 +133,27 @@ class _LazyBatched:
     # -- EnvBase's methods, copy by copy (EnvBase.reset merges lazy stacks copy by copy) ---
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """A random action per copy, from its own action spec, written into its row."""
+        env = self.env
         if tensordict is None:
             tensordict = self._empty()
         if not isinstance(tensordict, LazyStackedTensorDict):
-            if isinstance(self.full_action_spec, StackedComposite):
+            if isinstance(env.full_action_spec, StackedComposite):
                 raise TypeError(
-                    f"{type(self).__name__}: the copies' action specs differ, so actions go "
+                    f"{type(env).__name__}: the copies' action specs differ, so actions go "
                     "in a LazyStackedTensorDict (the one reset() or step_mdp returns), got "
                     f"a {type(tensordict).__name__}."
                 )
-            return tensordict.update(self.full_action_spec.rand())
-        rows = copies_of(tensordict, self.num_workers)
+            return tensordict.update(env.full_action_spec.rand())
+        rows = copies_of(tensordict, env.num_workers)
         for row, items in zip(rows, self._action_items()):
             for key, spec in items:
                 row.set(key, spec.rand())
         return tensordict
 
-    def _check_action(self, tensordict: TensorDictBase) -> None:
-        self._check_open("step")
-        rows = copies_of(tensordict, self.num_workers)
+    def check_action(self, tensordict: TensorDictBase) -> None:
+        env = self.env
+        env._check_open("step")
+        rows = copies_of(tensordict, env.num_workers)
         for i, (row, items) in enumerate(zip(rows, self._action_items())):
             for key, spec in items:
                 value = row.get(key, None)
@@ -160,14 +167,14 @@ class _LazyBatched:
                         f"Action {key!r} of copy {i} has shape {list(value.shape)}, expected "
                         f"{list(spec.shape)} from {spec}."
                     )
-                check_action_value(self, key, spec, value)
-        self._checked_action = self.spec_check in _CHECK_ONCE
+                check_action_value(env, key, spec, value)
+        env._checked_action = env.spec_check in _CHECK_ONCE
 
     def fake_tensordict(self) -> TensorDictBase:
         """Per copy, a zero-filled TensorDict with every key its step reads and writes."""
-        rows = []
-        for i in range(self.num_workers):
-            obs, state, action, reward, done = (getattr(self, n)[i] for n in U.SPEC_NAMES)
+        env, rows = self.env, []
+        for i in range(env.num_workers):
+            obs, state, action, reward, done = (getattr(env, n)[i] for n in U.SPEC_NAMES)
             root = obs.zero()
             for spec in (state, done, action):
                 root.update(spec.zero())
@@ -179,83 +186,86 @@ class _LazyBatched:
         return LazyStackedTensorDict(*rows, stack_dim=0)
 
 
-class _LazySerial(_LazyBatched):
-    """``SerialEnv`` over copies of different specs: each copy stepped on its own."""
+class LazySerial(_LazyCopies):
+    """The lazy part of a ``SerialEnv`` whose copies' specs differ: each copy stepped on
+    its own."""
 
-    def _connect(self) -> None:
-        self._group = None
-        self._move_outputs = self._env_device != self.device
-        self._state_zeros, self._last_reset = [], []
-        for info, keys in zip(self._infos, self._copy_keys):
+    def connect(self) -> None:
+        env = self.env
+        env._group = None
+        self.move_outputs = env._env_device != env.device
+        self.state_zeros, self.last_reset = [], []
+        for info, keys in zip(self.infos, self.copy_keys):
             state = info.specs["full_state_spec"]
-            self._state_zeros.append({k: state[k].zero() for k in keys.state})
-            zeros = [_spec_of(info.specs, k).zero().to(self.device) for k in keys.reset]
-            self._last_reset.append(
-                U.td_from_leaves(keys.reset, zeros, self._env_batch, self.device)
-            )
+            self.state_zeros.append({k: state[k].zero() for k in keys.state})
+            zeros = [_spec_of(info.specs, k).zero().to(env.device) for k in keys.reset]
+            self.last_reset.append(U.td_from_leaves(keys.reset, zeros, env._env_batch, env.device))
 
     def _collected(self, i: int, result: TensorDictBase, keys: list) -> TensorDictBase:
         """Copy ``i``'s ``keys`` from its ``result`` (a declared state entry it leaves out
-        gets its spec's zero; any other missing key raises KeyError), on ``self.device``."""
-        flat = self._copy_keys[i].flat
+        gets its spec's zero; any other missing key raises KeyError), on ``env.device``."""
+        env, flat = self.env, self.copy_keys[i].flat
         values = U.leaves(result, keys, flat)
         for j, value in enumerate(values):
             if value is None:
-                if keys[j] not in self._copy_keys[i].state:
+                if keys[j] not in self.copy_keys[i].state:
                     raise KeyError(
-                        f"Env copy {i} ({self._infos[i].name}) returned no {keys[j]!r}, which "
+                        f"Env copy {i} ({self.infos[i].name}) returned no {keys[j]!r}, which "
                         f"its specs declare. Returned keys: {list(result.keys(True, True))}."
                     )
-                values[j] = self._state_zeros[i][keys[j]]
-        if self._move_outputs:
-            values = [v.to(self.device) for v in values]
-        return U.td_from_leaves(keys, values, self._env_batch, self.device, flat)
+                values[j] = self.state_zeros[i][keys[j]]
+        if self.move_outputs:
+            values = [v.to(env.device) for v in values]
+        return U.td_from_leaves(keys, values, env._env_batch, env.device, flat)
 
-    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        self._check_usable()
-        outs = []
-        rows = copies_of(tensordict, self.num_workers)
-        for i, (env, row, keys) in enumerate(zip(self._envs, rows, self._copy_keys)):
+    def step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        env, outs = self.env, []
+        rows = copies_of(tensordict, env.num_workers)
+        for i, (copy, row, keys) in enumerate(zip(env._envs, rows, self.copy_keys)):
             values = U.leaves(row, keys.input, keys.flat)  # what step reads, as for equal copies
             if any(v is None for v in values):  # the env raises what is missing
-                sub = row.select(*keys.input, strict=False).to(env.device)
+                sub = row.select(*keys.input, strict=False).to(copy.device)
             else:
-                values = [v.to(env.device) for v in values]
-                sub = U.td_from_leaves(keys.input, values, env.batch_size, env.device, keys.flat)
-            outs.append(self._collected(i, env._step(sub), keys.step))
+                values = [v.to(copy.device) for v in values]
+                sub = U.td_from_leaves(keys.input, values, copy.batch_size, copy.device, keys.flat)
+            outs.append(self._collected(i, copy._step(sub), keys.step))
         return LazyStackedTensorDict(*outs, stack_dim=0)
 
-    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
-        self._check_usable()
+    def reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        env = self.env
         mask = tensordict.get(K.RESET, None) if tensordict is not None else None
-        chosen = set(U.chosen(mask, len(self._envs)))
+        chosen = set(U.chosen(mask, len(env._envs)))
         outs = []
-        for i, (env, keys) in enumerate(zip(self._envs, self._copy_keys)):
+        for i, (copy, keys) in enumerate(zip(env._envs, self.copy_keys)):
             if i not in chosen:  # its last reset, as for equal copies
-                outs.append(self._last_reset[i].clone())
+                outs.append(self.last_reset[i].clone())
                 continue
             sub = None
-            if env.batch_size and mask is not None and not bool(mask[i].all()):
-                sub_mask = mask[i].to(env.device)
-                sub = TensorDict({K.RESET: sub_mask}, batch_size=env.batch_size, device=env.device)
-            self._last_reset[i] = self._collected(i, env._inner_reset(sub), keys.reset)
-            outs.append(self._last_reset[i].copy())
+            if copy.batch_size and mask is not None and not bool(mask[i].all()):
+                sub_mask = mask[i].to(copy.device)
+                sub = TensorDict(
+                    {K.RESET: sub_mask}, batch_size=copy.batch_size, device=copy.device
+                )
+            self.last_reset[i] = self._collected(i, copy._inner_reset(sub), keys.reset)
+            outs.append(self.last_reset[i].copy())
         return LazyStackedTensorDict(*outs, stack_dim=0)
 
 
-class _LazyParallel(_LazyBatched):
-    """``ParallelEnv`` over copies of different specs: shared buffers per copy."""
+class LazyParallel(_LazyCopies):
+    """The lazy part of a ``ParallelEnv`` whose copies' specs differ: shared buffers per
+    copy."""
 
-    def _connect(self) -> None:
-        cpu = torch.device("cpu")
-        self._mask_buf = torch.zeros((*self.batch_size, 1), dtype=torch.bool).share_memory_()
-        self._in_rows, self._step_rows, self._reset_rows, views = [], [], [], []
-        for i, (info, keys) in enumerate(zip(self._infos, self._copy_keys)):
-            view = {"mask": self._mask_buf[i : i + 1]}
+    def views(self) -> list[dict]:
+        """Allocate the shared buffers; per copy, the views its worker steps through."""
+        env, cpu = self.env, torch.device("cpu")
+        env._mask_buf = torch.zeros((*env.batch_size, 1), dtype=torch.bool).share_memory_()
+        self.in_rows, self.step_rows, self.reset_rows, views = [], [], [], []
+        for i, (info, keys) in enumerate(zip(self.infos, self.copy_keys)):
+            view = {"mask": env._mask_buf[i : i + 1]}
             for part, part_keys, rows in (
-                ("input", keys.input, self._in_rows),
-                ("step", keys.step, self._step_rows),
-                ("reset", keys.reset, self._reset_rows),
+                ("input", keys.input, self.in_rows),
+                ("step", keys.step, self.step_rows),
+                ("reset", keys.reset, self.reset_rows),
             ):
                 # [1, *env_batch, ...]: the worker runs a one-copy loop on them
                 bufs = {k: _spec_of(info.specs, k).zero((1,)).to(cpu) for k in part_keys}
@@ -264,50 +274,25 @@ class _LazyParallel(_LazyBatched):
                 view[part] = bufs
                 rows.append((part_keys, [bufs[k][0] for k in part_keys]))
             views.append(view)
-        for w, (lo, hi) in enumerate(self._groups):
-            self._conns[w].send(views[lo:hi])  # a list: the worker runs a _CopiesLoop
-        self._all = list(range(len(self._conns)))
-        self._wait(self._all, "start-up (attaching shared memory)")
+        return views
 
     def _outputs(self, rows: list) -> LazyStackedTensorDict:
+        env = self.env
         tds = [
-            U.td_from_leaves(keys, [self._export(b) for b in bufs], self._env_batch, self.device)
+            U.td_from_leaves(keys, [env._export(b) for b in bufs], env._env_batch, env.device)
             for keys, bufs in rows
         ]
         return LazyStackedTensorDict(*tds, stack_dim=0)
 
-    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        self._check_usable()
-        for row, (keys, bufs) in zip(copies_of(tensordict, self.num_workers), self._in_rows):
+    def step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        env = self.env
+        for row, (keys, bufs) in zip(copies_of(tensordict, env.num_workers), self.in_rows):
             for key, buf in zip(keys, bufs):
                 buf.copy_(row.get(key))
-        self._step_workers()
-        return self._outputs(self._step_rows)
+        env._step_workers()
+        return self._outputs(self.step_rows)
 
-    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
-        self._check_usable()
-        self._reset_workers(tensordict.get(K.RESET, None) if tensordict is not None else None)
-        return self._outputs(self._reset_rows)
-
-
-class LazySerialEnv(_LazySerial, SerialEnv):
-    """A ``SerialEnv`` whose copies' specs differ (built by ``SerialEnv`` itself)."""
-
-
-class LazyParallelEnv(_LazyParallel, ParallelEnv):
-    """A ``ParallelEnv`` whose copies' specs differ (built by ``ParallelEnv`` itself)."""
-
-
-# messages and reprs name the class the user built
-LazySerialEnv.__name__, LazyParallelEnv.__name__ = "SerialEnv", "ParallelEnv"
-_CLASSES: dict = {SerialEnv: LazySerialEnv, ParallelEnv: LazyParallelEnv}
-
-
-def lazy_class(cls: type) -> type:
-    """The lazy variant of a batched env class (a user subclass gets its own)."""
-    if issubclass(cls, _LazyBatched):
-        return cls
-    if cls not in _CLASSES:
-        mixin = _LazyParallel if issubclass(cls, ParallelEnv) else _LazySerial
-        _CLASSES[cls] = type(cls.__name__, (mixin, cls), {"__module__": cls.__module__})
-    return _CLASSES[cls]
+    def reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        env = self.env
+        env._reset_workers(tensordict.get(K.RESET, None) if tensordict is not None else None)
+        return self._outputs(self.reset_rows)

@@ -5,7 +5,7 @@ resetting the view steps or resets those copies of the parent (the same envs, th
 worker processes), not detached copies. An int keeps a batch dim of one. The parent owns
 the copies: closing a view only closes the view, closing the parent makes its views
 unusable; a view keeps its parent alive. The parent does the work through three hooks,
-``_step_copies``, ``_reset_copies`` and ``_seed_copies`` (see ``batched_envs.py``).
+``_step_copies``, ``_reset_copies`` and ``_seed_copies`` (see ``serial.py``, ``parallel.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 from tensordict import TensorDictBase
 
 from torchrl_lite import _keys as K
-from torchrl_lite.envs import _batched_utils as U
+from torchrl_lite.envs.batched import utils as U
 from torchrl_lite.envs.common import EnvBase
 
 
