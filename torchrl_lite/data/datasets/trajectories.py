@@ -19,6 +19,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite._returns import reward2go
 
 __all__ = ["returns_to_go", "TrajectoryWindows"]
 
@@ -54,8 +55,6 @@ def returns_to_go(
         >>> returns_to_go(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([0, 0, 1, 1])).flatten().tolist()
         [3.0, 2.0, 7.0, 4.0]
     """
-    from torchrl_lite.objectives.value.functional import reward2go
-
     if not reward_scale > 0:
         raise ValueError(f"returns_to_go: reward_scale must be > 0, got {reward_scale!r}.")
     reward = reward.reshape(-1, 1).float()  # [N, 1]

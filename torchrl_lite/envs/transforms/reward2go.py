@@ -12,8 +12,8 @@ import torch
 from tensordict import TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite._returns import reward2go
 from torchrl_lite.envs.transforms.transforms import Transform, td_get, td_set
-from torchrl_lite.objectives.value.functional import reward2go
 
 __all__ = ["Reward2GoTransform"]
 

@@ -18,15 +18,11 @@ import torch
 from tensordict import TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite._returns import _backward_scan, _check_factor, _check_shapes
 from torchrl_lite.objectives._input_checks import check_probabilistic_actor
 from torchrl_lite.objectives._loss_maths import log_prob_of
 from torchrl_lite.objectives.value.advantages import ValueEstimatorBase, _standardise
-from torchrl_lite.objectives.value.functional import (
-    _backward_scan,
-    _check_factor,
-    _check_shapes,
-    _flags,
-)
+from torchrl_lite.objectives.value.functional import _flags
 
 __all__ = ["VTrace", "vtrace_advantage_estimate"]
 
