@@ -1,4 +1,4 @@
-"""The ``export``, ``tune`` and ``eval --exported`` commands: their options, the checks
+"""The ``eval``, ``dataset``, ``export`` and ``tune`` commands: their options, the checks
 that run before torch is imported, and the calls into :mod:`torchrl_lite.export` and
 :mod:`torchrl_lite.tune`.
 
@@ -12,9 +12,19 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import statistics
 from pathlib import Path
 
-__all__ = ["add_parsers", "add_eval_options", "check_eval_exported", "precheck", "run"]
+__all__ = [
+    "add_parsers",
+    "add_eval_options",
+    "check_eval_exported",
+    "evaluate",
+    "export_run",
+    "make_dataset",
+    "precheck",
+    "run",
+]
 
 FORMATS = ("onnx", "pt2", "torchscript")
 
@@ -138,11 +148,95 @@ def _require(package: str, what: str) -> None:
         raise ImportError(f"{what} needs {package}: pip install 'torchrl-lite[{extra}]'")
 
 
+# -- eval --------------------------------------------------------------------------------
+
+
+def evaluate(
+    folder: str,
+    episodes: int = 10,
+    video: str | None = None,
+    quiet: bool = True,
+    max_steps: int = 2_000,
+) -> tuple[float, float]:
+    """Mean and std of the deterministic policy's return over ``episodes`` episodes.
+
+    Each episode runs until done or ``max_steps`` steps. With ``video``, the frames of
+    every episode are streamed to that file as they are rendered (memory does not grow
+    with the episodes); the path is checked before the first episode.
+    """
+    from torchrl_lite import _keys as K
+    from torchrl_lite._run_folder.trained import trained_policy
+    from torchrl_lite.trainers.episodes import play_deterministic
+
+    sink = None
+    if video:  # a bad path or a missing writer fails before anything runs
+        from torchrl_lite.record._video_sink import VideoSink
+
+        sink = VideoSink(video)
+    recipe, cfg, policy = trained_policy(folder)
+    env_kwargs = {"from_pixels": True, "pixels_only": False} if video else {}
+    env = recipe.make_eval_env(cfg, **env_kwargs)
+    try:
+        if sink is not None:
+            env.append_transform(sink)
+        returns = [
+            float(rollout.get((K.NEXT, K.REWARD)).sum())
+            for rollout in play_deterministic(env, policy, episodes, max_steps)
+        ]
+        if sink is not None:
+            sink.finish()
+    finally:
+        env.close()
+        if sink is not None:
+            sink.discard()
+    mean, std = statistics.fmean(returns), statistics.pstdev(returns)
+    if not quiet:
+        print(f"mean return: {mean:.1f} +/- {std:.1f} over {episodes} episodes", flush=True)
+        if sink is not None:
+            print(f"wrote {sink.frames} frames ({episodes} episodes) to {video}", flush=True)
+    return mean, std
+
+
+def make_dataset(folder: str, path: str, frames: int, noise: float, seed: int) -> dict:
+    """Write a D4RL-layout dataset file from a trained run's policy (for offline recipes).
+
+    The policy acts as it explores: a stochastic actor (SAC's TanhNormal) samples its
+    actions, as D4RL's files were collected from partially trained SAC policies; ``noise``
+    adds Gaussian noise of that fraction of the half-range on top (0: none)."""
+    from torchrl_lite._run_folder.trained import trained_policy
+    from torchrl_lite.recipes.offline import collect_dataset
+
+    recipe, cfg, policy = trained_policy(folder)
+    env = recipe.make_eval_env(cfg)
+    info = collect_dataset(env, policy, frames, path, seed=seed, noise=noise)
+    env.close()
+    print(
+        f"wrote {info['transitions']} transitions ({info['episodes']} episodes, mean return "
+        f"{info['mean_return']:.1f}) to {info['path']}; train on it with `torchrl-lite train "
+        f"iql --env {cfg.env} dataset={info['path']}`",
+        flush=True,
+    )
+    return info
+
+
+def export_run(run, fmt: str, out=None, tolerance: float | None = None) -> dict:
+    """Export the deterministic policy of the run folder ``run`` (``torchrl-lite export``)."""
+    from torchrl_lite._run_folder.trained import trained_policy
+    from torchrl_lite.export.formats import FORMATS as SUFFIXES
+    from torchrl_lite.export.policy_file import TOLERANCE, export_trained
+
+    if fmt not in SUFFIXES:
+        raise ValueError(f"Unknown export format {fmt!r}; choose one of {', '.join(SUFFIXES)}.")
+    recipe, cfg, policy = trained_policy(str(run))
+    path = Path(out) if out else Path(run) / f"policy{SUFFIXES[fmt]}"
+    return export_trained(
+        recipe, cfg, policy, path, fmt, TOLERANCE if tolerance is None else tolerance
+    )
+
+
 def run(args) -> int:
     """Run ``export``, ``tune`` or ``eval --exported`` (after :func:`precheck`)."""
     if args.command == "export":
-        from torchrl_lite.export import export_run
-
         info = export_run(args.run, args.format, args.out, args.tolerance)
         shapes = lambda items: ", ".join(  # noqa: E731
             f"{i['name']} {i['shape']} {i['dtype']}" for i in items

@@ -10,7 +10,7 @@
     torchrl-lite bench
     torchrl-lite demo --env ID   (a random-policy rollout)
 
-``train`` writes a run folder (see ``torchrl_lite/_run_folder.py``): ``config.json``,
+``train`` writes a run folder (see ``torchrl_lite/_run_folder/``): ``config.json``,
 ``checkpoint/`` (resumable), ``logs/`` (the logger's files, with ``metrics.csv`` for csv),
 ``episodes.csv`` (frames and return of every training episode), ``learning_curve.png`` and
 ``summary.json``. Options and ``key=value`` overrides are checked before torch is imported.
@@ -19,69 +19,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from torchrl_lite import _cli_deploy as deploy
-from torchrl_lite import _keys as K
-from torchrl_lite._cli_train import check_resumable, load_run, precheck_train, train
-from torchrl_lite._run_folder import config_path
+from torchrl_lite._cli_deploy import evaluate, make_dataset
+from torchrl_lite._cli_train import precheck_train, train
+from torchrl_lite._run_folder.trained import trained_trainer
 
-
-def episode_returns(rollout) -> list[float]:
-    """Returns of the episodes that finished inside a ``[*batch, T]`` rollout."""
-    reward = rollout.get((K.NEXT, K.REWARD)).reshape(-1, rollout.batch_size[-1])  # [B, T]
-    done = rollout.get((K.NEXT, K.DONE)).reshape(-1, rollout.batch_size[-1])  # [B, T]
-    returns = []
-    for r_row, d_row in zip(reward.tolist(), done.tolist()):
-        total = 0.0
-        for r, d in zip(r_row, d_row):
-            total += r
-            if d:
-                returns.append(total)
-                total = 0.0
-    return returns
-
-
-# -- train -------------------------------------------------------------------------------
-
-
-def _restored(run: Path, recipe, cfg):
-    """``(trainer, policy)`` of a recipe-trained run, the loss module (so the policy) with
-    its checkpoint's weights, the collector shut down."""
-    from torchrl_lite.trainers.checkpoint import load_checkpoint
-
-    check_resumable(run / "checkpoint", "evaluate")
-    state, _ = load_checkpoint(run / "checkpoint")
-    trainer, policy = recipe.make_trainer(cfg, progress_bar=False)
-    trainer.loss_module.load_state_dict(state["loss_module"])
-    getattr(trainer.collector, "shutdown", lambda: None)()
-    return trainer, policy
-
-
-def trained_trainer(folder):
-    """``(recipe, cfg, trainer, policy)`` of a run folder trained by a recipe's trainer (not
-    Scheme), with its checkpoint's weights: for probes that need the loss module's networks."""
-    run = Path(folder)
-    recipe, cfg = load_run(run)
-    return (recipe, cfg, *_restored(run, recipe, cfg))
-
-
-def _trained_policy(folder: str):
-    """``(recipe, cfg, policy)`` of a run folder, the policy with its checkpoint's weights."""
-    run = Path(folder)
-    recipe, cfg = load_run(run)
-    if "scheme" in json.loads(config_path(run).read_text()):  # trained by Scheme + Learner
-        from torchrl_lite.scheme.run import scheme_policy
-
-        return recipe, cfg, scheme_policy(run, recipe, cfg)
-    return recipe, cfg, _restored(run, recipe, cfg)[1]
+__all__ = ["build_parser", "evaluate", "main", "make_dataset", "trained_trainer"]
 
 
 def _check_options(args) -> None:
@@ -119,74 +69,6 @@ def _report_unexpected(err: BaseException) -> int:
     message = " ".join(str(err).split()) or "(no message)"
     print(f"torchrl-lite: error: {type(err).__name__}: {message} ({where})", file=sys.stderr)
     return 1
-
-
-# -- eval --------------------------------------------------------------------------------
-
-
-def evaluate(
-    folder: str,
-    episodes: int = 10,
-    video: str | None = None,
-    quiet: bool = True,
-    max_steps: int = 2_000,
-) -> tuple[float, float]:
-    """Mean and std of the deterministic policy's return over ``episodes`` episodes.
-
-    Each episode runs until done or ``max_steps`` steps. With ``video``, the frames of
-    every episode are streamed to that file as they are rendered (memory does not grow
-    with the episodes); the path is checked before the first episode.
-    """
-    from torchrl_lite.recipes.common import play_deterministic
-
-    sink = None
-    if video:  # a bad path or a missing writer fails before anything runs
-        from torchrl_lite.record._video_sink import VideoSink
-
-        sink = VideoSink(video)
-    recipe, cfg, policy = _trained_policy(folder)
-    env_kwargs = {"from_pixels": True, "pixels_only": False} if video else {}
-    env = recipe.make_eval_env(cfg, **env_kwargs)
-    try:
-        if sink is not None:
-            env.append_transform(sink)
-        returns = [
-            float(rollout.get((K.NEXT, K.REWARD)).sum())
-            for rollout in play_deterministic(env, policy, episodes, max_steps)
-        ]
-        if sink is not None:
-            sink.finish()
-    finally:
-        env.close()
-        if sink is not None:
-            sink.discard()
-    mean, std = statistics.fmean(returns), statistics.pstdev(returns)
-    if not quiet:
-        print(f"mean return: {mean:.1f} +/- {std:.1f} over {episodes} episodes", flush=True)
-        if sink is not None:
-            print(f"wrote {sink.frames} frames ({episodes} episodes) to {video}", flush=True)
-    return mean, std
-
-
-def make_dataset(folder: str, path: str, frames: int, noise: float, seed: int) -> dict:
-    """Write a D4RL-layout dataset file from a trained run's policy (for offline recipes).
-
-    The policy acts as it explores: a stochastic actor (SAC's TanhNormal) samples its
-    actions, as D4RL's files were collected from partially trained SAC policies; ``noise``
-    adds Gaussian noise of that fraction of the half-range on top (0: none)."""
-    from torchrl_lite.recipes.offline import collect_dataset
-
-    recipe, cfg, policy = _trained_policy(folder)
-    env = recipe.make_eval_env(cfg)
-    info = collect_dataset(env, policy, frames, path, seed=seed, noise=noise)
-    env.close()
-    print(
-        f"wrote {info['transitions']} transitions ({info['episodes']} episodes, mean return "
-        f"{info['mean_return']:.1f}) to {info['path']}; train on it with `torchrl-lite train "
-        f"iql --env {cfg.env} dataset={info['path']}`",
-        flush=True,
-    )
-    return info
 
 
 # -- config ------------------------------------------------------------------------------
@@ -228,6 +110,7 @@ def demo(env_id: str, num_envs: int, steps: int, seed: int) -> dict:
     import torch
 
     from torchrl_lite.envs import GymEnv
+    from torchrl_lite.trainers.episodes import episode_returns
 
     torch.manual_seed(seed)
     env = GymEnv(env_id, num_envs=num_envs)

@@ -10,7 +10,8 @@ from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 from torch import nn
 
-from torchrl_lite.cli import _trained_policy, main
+from torchrl_lite._run_folder.trained import trained_policy as _trained_policy
+from torchrl_lite.cli import main
 from torchrl_lite.envs import (
     ExplorationType,
     StepCounter,

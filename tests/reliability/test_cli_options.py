@@ -14,7 +14,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from torchrl_lite._cli_train import _resolve_target
+from torchrl_lite.recipes.config import resolve_target as _resolve_target
 from torchrl_lite.cli import main
 from torchrl_lite.recipes import get_recipe
 from torchrl_lite.trainers import Trainer

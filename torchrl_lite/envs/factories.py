@@ -242,7 +242,7 @@ def dmc_train_env_factory(
         index_col_worker, index_grad_worker, index_env, seed: see :func:`env_seed`.
         **env_kwargs: passed to ``DMControlEnv`` (e.g. ``from_pixels``).
     """
-    from torchrl_lite.recipes.common import DM_CONTROL_PREFIX, make_env
+    from torchrl_lite.envs.make import DM_CONTROL_PREFIX, make_env
 
     return make_env(
         f"{DM_CONTROL_PREFIX}{domain_name}-{task_name}",

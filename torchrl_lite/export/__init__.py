@@ -9,14 +9,14 @@ and ``torchrl-lite eval --exported FILE --env ID`` are the command-line faces.
 
 from torchrl_lite.export.formats import FORMATS, load_runtime
 from torchrl_lite.export.pipeline import ExportedPolicy, ExportError, exportable_policy
-from torchrl_lite.export.policy_file import export_policy, export_run, play_exported
+from torchrl_lite.export.policy_file import export_policy, export_trained, play_exported
 
 __all__ = [
     "FORMATS",
     "ExportError",
     "ExportedPolicy",
     "export_policy",
-    "export_run",
+    "export_trained",
     "exportable_policy",
     "load_runtime",
     "play_exported",

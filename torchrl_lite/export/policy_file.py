@@ -27,7 +27,7 @@ from torchrl_lite.export.formats import (
 )
 from torchrl_lite.export.pipeline import ExportError, exportable_policy, flat_transforms
 
-__all__ = ["export_policy", "export_run", "play_exported", "sidecar_path"]
+__all__ = ["export_policy", "export_trained", "play_exported", "sidecar_path"]
 
 TOLERANCE = 1e-5
 """Largest absolute action difference accepted (float32 actions)."""
@@ -101,18 +101,15 @@ def export_policy(
     return description
 
 
-def export_run(run, fmt: str, out=None, tolerance: float = TOLERANCE) -> dict:
-    """Export the deterministic policy of the run folder ``run`` (``torchrl-lite export``)."""
-    from torchrl_lite.cli import _trained_policy
-
+def export_trained(recipe, cfg, policy, path, fmt: str, tolerance: float = TOLERANCE) -> dict:
+    """Export a recipe's trained deterministic ``policy`` to ``path`` (``torchrl-lite
+    export`` loads the run folder, then calls this), checked in the recipe's eval env."""
     if fmt not in FORMATS:
         raise ValueError(f"Unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}.")
-    recipe, cfg, policy = _trained_policy(str(run))
     env = recipe.make_eval_env(cfg)
     try:
         meta = {"algo": recipe.ALGO, "env": cfg.env, "config": dataclasses.asdict(cfg)}
-        path = Path(out) if out else Path(run) / f"policy{FORMATS[fmt]}"
-        return export_policy(env, policy, path, fmt, tolerance=tolerance, meta=meta)
+        return export_policy(env, policy, Path(path), fmt, tolerance=tolerance, meta=meta)
     finally:
         env.close()
 

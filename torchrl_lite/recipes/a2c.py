@@ -28,6 +28,7 @@ from torchrl_lite.modules import ProbabilisticActor, TruncatedNormal, ValueOpera
 from torchrl_lite.objectives import A2CLoss
 from torchrl_lite.objectives.value import GAE
 from torchrl_lite.recipes.common import check_action_kind, make_env, mlp, whole_batches
+from torchrl_lite.recipes.registry import Recipe
 from torchrl_lite.trainers import ComputeAdvantage, Trainer
 
 ALGO = "a2c"
@@ -183,3 +184,15 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
 
         trainer.register_op("pre_optim_steps", decay_lr)
     return trainer, actor
+
+
+RECIPE = Recipe(
+    name=ALGO,
+    Config=Config,
+    module=__name__,
+    make_trainer=make_trainer,
+    make_eval_env=make_eval_env,
+    actions=ACTIONS,
+    targets=TARGETS,
+    env_defaults=ENV_DEFAULTS,
+)

@@ -21,6 +21,7 @@ from torchrl_lite.modules import (
 )
 from torchrl_lite.objectives import DDPGLoss, SoftUpdate
 from torchrl_lite.recipes.common import check_action_kind, make_env, whole_batches
+from torchrl_lite.recipes.registry import Recipe
 from torchrl_lite.recipes.td3 import make_actor_qvalue  # the same networks
 from torchrl_lite.trainers import ReplayBufferTrainer, Trainer
 
@@ -122,3 +123,15 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     ReplayBufferTrainer(buffer, batch_size=cfg.batch_size).register(trainer)
     trainer.register_op("post_optim", SoftUpdate(loss, tau=cfg.tau).step)
     return trainer, actor
+
+
+RECIPE = Recipe(
+    name=ALGO,
+    Config=Config,
+    module=__name__,
+    make_trainer=make_trainer,
+    make_eval_env=make_eval_env,
+    actions=ACTIONS,
+    targets=TARGETS,
+    env_defaults=ENV_DEFAULTS,
+)

@@ -54,6 +54,7 @@ from torchrl_lite.recipes.common import (
     observation_network,
     whole_batches,
 )
+from torchrl_lite.recipes.registry import Recipe
 from torchrl_lite.trainers import ReplayBufferTrainer, Trainer
 
 ALGO = "dqn"
@@ -280,3 +281,16 @@ class LearningRateDrop(EpisodeReturns):
 
     def register(self, trainer, name: str = "lr_drop") -> None:
         super().register(trainer, name)
+
+
+RECIPE = Recipe(
+    name=ALGO,
+    Config=Config,
+    module=__name__,
+    make_trainer=make_trainer,
+    make_eval_env=make_eval_env,
+    actions=ACTIONS,
+    targets=TARGETS,
+    env_defaults=ENV_DEFAULTS,
+    pixel_defaults=PIXEL_DEFAULTS,
+)

@@ -103,6 +103,7 @@ from torchrl_lite.recipes.common import (
     mlp,
     whole_batches,
 )
+from torchrl_lite.recipes.registry import Recipe
 from torchrl_lite.trainers import OptimizerHook, ReplayBufferTrainer, Trainer
 
 ALGO = "dreamer"
@@ -455,3 +456,15 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     )
     ReplayBufferTrainer(buffer, batch_size=cfg.batch_size * cfg.slice_len).register(trainer)
     return trainer, policy
+
+
+RECIPE = Recipe(
+    name=ALGO,
+    Config=Config,
+    module=__name__,
+    make_trainer=make_trainer,
+    make_eval_env=make_eval_env,
+    actions=ACTIONS,
+    targets=TARGETS,
+    env_defaults=ENV_DEFAULTS,
+)

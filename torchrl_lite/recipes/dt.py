@@ -52,6 +52,7 @@ from torchrl_lite.recipes.offline import (
     dataset_episode_returns,
     load_dataset,
 )
+from torchrl_lite.recipes.registry import Recipe
 from torchrl_lite.trainers import Trainer
 
 ALGO = "dt"
@@ -282,3 +283,17 @@ def _register_optimizer(trainer: Trainer, optim) -> None:
     from torchrl_lite.trainers import OptimizerHook
 
     OptimizerHook(optim).register(trainer, name="optimizer")
+
+
+RECIPE = Recipe(
+    name=ALGO,
+    Config=Config,
+    module=__name__,
+    make_trainer=make_trainer,
+    make_eval_env=make_eval_env,
+    actions=ACTIONS,
+    targets=TARGETS,
+    env_defaults=ENV_DEFAULTS,
+    offline=True,
+    make_evaluation=make_evaluation,
+)

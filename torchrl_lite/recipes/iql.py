@@ -31,8 +31,9 @@ from torchrl_lite.recipes.offline import (
     check_dataset_fits,
     load_dataset,
     make_eval_env,
-    make_evaluation,  # noqa: F401 (part of the recipe: the CLI calls it)
+    make_evaluation,
 )
+from torchrl_lite.recipes.registry import Recipe
 from torchrl_lite.trainers import Trainer
 
 ALGO = "iql"
@@ -112,3 +113,17 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     batches.register(trainer)
     trainer.register_op("post_optim", SoftUpdate(loss, tau=cfg.tau).step)
     return trainer, actor
+
+
+RECIPE = Recipe(
+    name=ALGO,
+    Config=Config,
+    module=__name__,
+    make_trainer=make_trainer,
+    make_eval_env=make_eval_env,
+    actions=ACTIONS,
+    targets=TARGETS,
+    env_defaults=ENV_DEFAULTS,
+    offline=True,
+    make_evaluation=make_evaluation,
+)

@@ -45,6 +45,7 @@ from torchrl_lite.recipes import dt
 from torchrl_lite.recipes.common import check_action_kind
 from torchrl_lite.recipes.dt import make_eval_env, make_evaluation, make_model  # noqa: F401
 from torchrl_lite.recipes.offline import OfflineBatches
+from torchrl_lite.recipes.registry import Recipe
 from torchrl_lite.trainers import Trainer
 from torchrl_lite.trainers.hooks import TrainerHookBase
 
@@ -223,3 +224,17 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         steps=cfg.eval_steps,
     ).register(trainer)
     return trainer, policy
+
+
+RECIPE = Recipe(
+    name=ALGO,
+    Config=Config,
+    module=__name__,
+    make_trainer=make_trainer,
+    make_eval_env=make_eval_env,
+    actions=ACTIONS,
+    targets=TARGETS,
+    env_defaults=ENV_DEFAULTS,
+    offline=True,
+    make_evaluation=make_evaluation,
+)

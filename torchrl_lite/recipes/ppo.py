@@ -47,6 +47,7 @@ from torchrl_lite.recipes.common import (
     observation_network,
     whole_batches,
 )
+from torchrl_lite.recipes.registry import Recipe
 from torchrl_lite.trainers import ShuffledMiniBatches, Trainer
 from torchrl_lite.trainers.hooks import TrainerHookBase
 
@@ -199,7 +200,7 @@ def _observation_norm(cfg: Config, env, key: str):
             f"normalize_obs=true standardises a state vector; {cfg.env} with pixels="
             f"{cfg.pixels} observes {key!r} images. Drop normalize_obs=true."
         )
-    from torchrl_lite.agent.normalization import RunningNorm
+    from torchrl_lite.modules.models.normalization import RunningNorm
 
     return RunningNorm(env.observation_spec[key].shape[-1:])
 
@@ -368,7 +369,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         log_interval=cfg.frames_per_batch,
     )
     if cfg.normalize_obs or cfg.normalize_reward:
-        from torchrl_lite.agent.normalization import ReturnNormalizer, RunningNorm
+        from torchrl_lite.modules.models.normalization import ReturnNormalizer, RunningNorm
 
         norm = next((m for m in critic.modules() if isinstance(m, RunningNorm)), None)
         returns = ReturnNormalizer(cfg.gamma) if cfg.normalize_reward else None
@@ -378,3 +379,16 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         cfg.mini_batch_size, advantage_module=gae, recompute_each_epoch=cfg.recompute_advantage
     ).register(trainer)
     return trainer, actor
+
+
+RECIPE = Recipe(
+    name=ALGO,
+    Config=Config,
+    module=__name__,
+    make_trainer=make_trainer,
+    make_eval_env=make_eval_env,
+    actions=ACTIONS,
+    targets=TARGETS,
+    env_defaults=ENV_DEFAULTS,
+    pixel_defaults=PIXEL_DEFAULTS,
+)

@@ -62,6 +62,7 @@ from torchrl_lite.recipes.common import (
     n_step_postproc,
     whole_batches,
 )
+from torchrl_lite.recipes.registry import Recipe
 from torchrl_lite.trainers import ReplayBufferTrainer, Trainer
 
 ALGO = "sac"
@@ -387,3 +388,16 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     ReplayBufferTrainer(buffer, batch_size=cfg.batch_size).register(trainer)
     trainer.register_op("post_optim", SoftUpdate(loss, tau=cfg.tau).step)
     return trainer, policy
+
+
+RECIPE = Recipe(
+    name=ALGO,
+    Config=Config,
+    module=__name__,
+    make_trainer=make_trainer,
+    make_eval_env=make_eval_env,
+    actions=ACTIONS,
+    targets=TARGETS,
+    env_defaults=ENV_DEFAULTS,
+    pixel_defaults=PIXEL_DEFAULTS,
+)

@@ -29,6 +29,7 @@ from torchrl_lite.modules import (
 from torchrl_lite.objectives import SoftUpdate, TD3Loss
 from torchrl_lite.objectives.ensemble import Ensemble
 from torchrl_lite.recipes.common import check_action_kind, make_env, whole_batches
+from torchrl_lite.recipes.registry import Recipe
 from torchrl_lite.trainers import OptimizerHook, ReplayBufferTrainer, Trainer
 
 ALGO = "td3"
@@ -230,3 +231,15 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     critic_optim.register(trainer, name="critic_optimizer")
     trainer.register_op("post_optim", delayed_target_update)
     return trainer, actor
+
+
+RECIPE = Recipe(
+    name=ALGO,
+    Config=Config,
+    module=__name__,
+    make_trainer=make_trainer,
+    make_eval_env=make_eval_env,
+    actions=ACTIONS,
+    targets=TARGETS,
+    env_defaults=ENV_DEFAULTS,
+)

@@ -31,8 +31,9 @@ from torchrl_lite.recipes.offline import (
     check_dataset_fits,
     load_dataset,
     make_eval_env,
-    make_evaluation,  # noqa: F401 (part of the recipe: the CLI calls it)
+    make_evaluation,
 )
+from torchrl_lite.recipes.registry import Recipe
 from torchrl_lite.recipes.td3 import make_actor_qvalue  # the same networks
 from torchrl_lite.trainers import OptimizerHook, Trainer
 
@@ -128,3 +129,17 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     critic_optim.register(trainer, name="critic_optimizer")
     trainer.register_op("post_optim", delayed_target_update)
     return trainer, actor
+
+
+RECIPE = Recipe(
+    name=ALGO,
+    Config=Config,
+    module=__name__,
+    make_trainer=make_trainer,
+    make_eval_env=make_eval_env,
+    actions=ACTIONS,
+    targets=TARGETS,
+    env_defaults=ENV_DEFAULTS,
+    offline=True,
+    make_evaluation=make_evaluation,
+)

@@ -1,5 +1,6 @@
 """``torchrl-lite train ALGO --col-workers N --grad-workers M ...``: a recipe run through
-``Scheme`` + ``Learner``, writing the same run folder as the Trainer path.
+``Scheme`` + ``Learner``, written by the same run-folder driver as the Trainer path
+(:func:`~torchrl_lite._run_folder.driver.drive`).
 
 The run folder: ``config.json`` (the recipe's config and a ``"scheme"`` entry with the
 worker options, so ``--resume`` and ``eval`` rebuild the same run), ``checkpoint/`` (the
@@ -11,15 +12,13 @@ actor, what ``restart_model=`` and ``eval`` load), ``events.csv`` (worker faults
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-__all__ = ["scheme_options", "scheme_policy", "train_with_scheme"]
+__all__ = ["LearnerRun", "build_learner", "scheme_options", "scheme_policy"]
 
 _CHECKPOINT_EVERY_S = 60.0
 
@@ -82,90 +81,89 @@ def _read_episodes(path: Path) -> list:
         return [(int(r["frames"]), float(r["episode_return"])) for r in csv.DictReader(f)]
 
 
-def train_with_scheme(recipe, cfg, out: Path, options: dict, resume: bool, logger, quiet: bool,
-                      target, overwrite: bool = False) -> dict:  # fmt: skip
-    """Train until ``cfg.frames`` frames or the target mean return; write the run folder.
+class LearnerRun:
+    """A recipe's Scheme and Learner, as the run-folder driver runs them: one
+    ``learner.step()`` at a time until ``cfg.frames`` frames or the target mean return,
+    a checkpoint every minute and at the end, the actor saved for ``eval``."""
 
-    The run folder appears (or, resuming, its logs are cut back to the checkpoint) once
-    the workers are built; the first Ctrl-C saves a checkpoint and ends, a second aborts."""
-    from torchrl_lite import _run_folder as run_folder
-    from torchrl_lite._run_folder import config_path, plot_curve, write_rows
-    from torchrl_lite.record import get_logger
+    def __init__(self, recipe, cfg, out: Path, options: dict, resume: bool, quiet: bool):
+        from torchrl_lite.trainers.episodes import EpisodeLog
 
-    learner = build_learner(recipe, cfg, options, None, None, quiet)
-    history = []
-    try:
-        if resume:
-            learner.load_checkpoint(out / "checkpoint")
-            history = [h for h in _read_episodes(out / "episodes.csv") if h[0] <= learner.frames]
-        saved = {"algo": recipe.ALGO, "config": dataclasses.asdict(cfg), "scheme": options,
-                 "target": target}  # fmt: skip
-        text = json.dumps(saved, indent=2)
-        if resume:
-            run_folder.truncate_logs(out / "logs", learner.frames)
-            run_folder.write_text_atomic(config_path(out), text)
-        else:
-            moved = run_folder.start_run(out, {"config.json": text}, overwrite)
-            if moved is not None:
-                print(f"moved the run that was in {out} to {moved}", flush=True)
-    except BaseException:
-        learner.close()
-        raise
-    learner.log_dir = out
-    if logger:
-        purge = {"purge_step": learner.frames + 1} if resume and logger == "tensorboard" else {}
-        learner.logger = get_logger(logger, str(out), "logs", **purge)
-        learner.logger.log_hparams(cfg)
-    seconds_before = learner.seconds["total"]
-    start = last_save = time.perf_counter()
-    solved_at, aborted = None, False
-    announce = "Ctrl-C: finishing the update in flight, then saving a checkpoint (again: abort)"
-    stop = []
-    with run_folder.first_sigint_stops(lambda: stop.append(True), announce) as pressed:
+        self.recipe, self.cfg, self.out, self.options = recipe, cfg, out, options
+        self.learner = build_learner(recipe, cfg, options, None, None, quiet)
+        self.episodes = EpisodeLog(window=10, target=cfg.target)
+        self.previous: dict = {}
+        self._stop, self._closed = False, False
         try:
-            while not learner.done() and solved_at is None and not stop:
+            if resume:
+                self.learner.load_checkpoint(out / "checkpoint")
+                self.episodes.history = [
+                    h for h in _read_episodes(out / "episodes.csv") if h[0] <= self.learner.frames
+                ]
+                self.previous = _read_summary(out)
+        except BaseException:
+            self.close()
+            raise
+        self.seconds_before = self.learner.seconds["total"]
+
+    @property
+    def frames(self) -> int:
+        return self.learner.frames
+
+    @property
+    def logger(self):
+        return self.learner.logger
+
+    @logger.setter
+    def logger(self, logger) -> None:
+        self.learner.logger = logger
+
+    def request_stop(self) -> None:
+        self._stop = True
+
+    def train(self) -> None:
+        learner, out = self.learner, self.out
+        learner.log_dir = out
+        last_save = time.perf_counter()
+        try:
+            while not learner.done() and self.episodes.solved_at is None and not self._stop:
                 info = learner.step()
-                history += [(learner.frames, r) for r in info["returns"]]
-                last = [r for _, r in history[-10:]]
-                if target is not None and len(history) >= 10 and sum(last) / len(last) >= target:
-                    solved_at = learner.frames
+                self.episodes.add(learner.frames, info["returns"])
                 if time.perf_counter() - last_save > _CHECKPOINT_EVERY_S:
                     learner.save_checkpoint(out / "checkpoint")
                     last_save = time.perf_counter()
             learner.save_checkpoint(out / "checkpoint")
             learner.save_model(out / "actor_critic.state_dict")
-        except KeyboardInterrupt:
-            aborted = True
         finally:
-            learner.close()
-    if aborted:
-        print(run_folder.interrupted_message(out, aborted=True), file=sys.stderr, flush=True)
-        raise SystemExit(130)
-    seconds = time.perf_counter() - start
-    write_rows(out / "episodes.csv", ("frames", "episode_return"), history)
-    plot_curve(out / "learning_curve.png", history, f"{recipe.ALGO} on {cfg.env} (Scheme)", target)
-    last = [r for _, r in history[-10:]]
-    previous = _read_summary(out) if resume else {}
-    summary = {
-        "algo": recipe.ALGO, "env": cfg.env, "frames": learner.frames,
-        "seconds": round(learner.seconds["total"], 1),
-        "segment_seconds": [*previous.get("segment_seconds", []),
-                            round(learner.seconds["total"] - seconds_before, 1)],
-        "episodes": len(history),
-        "mean_return_last10": sum(last) / len(last) if last else None, "target": target,
-        "solved_at_frames": solved_at, "scheme": options, "updates": learner.updates,
-    }  # fmt: skip
-    run_folder.write_text_atomic(out / "summary.json", json.dumps(summary, indent=2))
-    print(
-        f"{recipe.ALGO} on {cfg.env} (Scheme {options['col_remote_workers']}x"
-        f"{options['grad_remote_workers']}): {learner.frames} frames in {seconds:.0f}s, mean "
-        f"return (last 10 episodes) {summary['mean_return_last10']}; run folder {out}",
-        flush=True,
-    )
-    if pressed:
-        print(run_folder.interrupted_message(out, aborted=False), file=sys.stderr, flush=True)
-        raise SystemExit(130)
-    return summary
+            self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.learner.close()
+
+    def summary(self, seconds: float) -> dict:
+        learner, history = self.learner, self.episodes.history
+        last = [r for _, r in history[-10:]]
+        total = learner.seconds["total"]
+        return {
+            "algo": self.recipe.name, "env": self.cfg.env, "frames": learner.frames,
+            "seconds": round(total, 1),
+            "segment_seconds": [*self.previous.get("segment_seconds", []),
+                                round(total - self.seconds_before, 1)],
+            "episodes": len(history),
+            "mean_return_last10": sum(last) / len(last) if last else None,
+            "target": self.cfg.target, "solved_at_frames": self.episodes.solved_at,
+            "scheme": self.options, "updates": learner.updates,
+        }  # fmt: skip
+
+    def report(self, summary: dict, seconds: float) -> str:
+        options = self.options
+        return (
+            f"{self.recipe.name} on {self.cfg.env} (Scheme {options['col_remote_workers']}x"
+            f"{options['grad_remote_workers']}): {self.learner.frames} frames in {seconds:.0f}s, "
+            f"mean return (last 10 episodes) {summary['mean_return_last10']}; run folder {self.out}"
+        )
 
 
 def _read_summary(out: Path) -> dict:

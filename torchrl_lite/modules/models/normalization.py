@@ -1,4 +1,5 @@
-"""Observation and reward normalization for seed 000's on-policy components.
+"""Running observation and reward normalization (used by the PPO recipe and the agent's
+on-policy components).
 
 * :class:`RunningNorm`: an ``nn.Module`` that standardises observations with running mean
   and variance kept in buffers. It sits inside the actor's networks

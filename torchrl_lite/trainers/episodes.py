@@ -1,0 +1,244 @@
+"""Episode-return bookkeeping and periodic evaluation of a training run.
+
+:class:`EpisodeLog` keeps the returns of finished training episodes and notices when their
+running mean reaches a target; :class:`EpisodeReturns` feeds it from a ``Trainer``'s
+batches. :class:`PeriodicEvaluation` plays the deterministic policy every so many frames
+(:func:`play_deterministic`), the policy a user deploys rather than the exploring one.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from torchrl_lite import _keys as K
+from torchrl_lite.envs.common import EnvBase
+from torchrl_lite.trainers.hooks import TrainerHookBase
+
+__all__ = [
+    "EpisodeLog",
+    "EpisodeReturns",
+    "PeriodicEvaluation",
+    "episode_returns",
+    "finished_returns",
+    "play_deterministic",
+]
+
+
+class EpisodeLog:
+    """``(frames, return)`` of finished episodes, their running mean and the frame count at
+    which that mean first reached ``target`` (with at least ``window`` episodes).
+
+    The one place a training run keeps its episode returns: the Trainer path's
+    :class:`EpisodeReturns` hook and the Scheme path's driver both add to one.
+
+    Args:
+        window: episodes in the running mean.
+        target: the mean return that solves the task (None: none).
+
+    Example:
+        >>> log = EpisodeLog(window=2, target=1.0)
+        >>> log.add(10, [0.5, 2.0]), log.running_mean(), log.solved_at
+        (True, 1.25, 10)
+    """
+
+    def __init__(self, window: int = 10, target: float | None = None):
+        self.window = window
+        self.target = target
+        self.history: list[tuple[int, float]] = []
+        self.solved_at: int | None = None
+
+    def running_mean(self) -> float:
+        """The mean of the last ``window`` returns (``-inf`` before the first episode)."""
+        last = [r for _, r in self.history[-self.window :]]
+        return sum(last) / len(last) if last else -math.inf
+
+    def add(self, frames: int, returns) -> bool:
+        """Record ``returns`` of episodes that ended by ``frames``; True when the running
+        mean reaches ``target`` for the first time."""
+        self.history += [(frames, value) for value in returns]
+        if (
+            self.target is None
+            or self.solved_at is not None
+            or len(self.history) < self.window
+            or self.running_mean() < self.target
+        ):
+            return False
+        self.solved_at = frames
+        return True
+
+
+def finished_returns(batch) -> list[float]:
+    """Returns of the episodes that end in a collected ``batch`` (``[*B, T]``).
+
+    Read from ``("next", "episode_reward")`` (a ``RewardSum`` transform writes it) where
+    ``("next", "done")`` is set. In n-step batches (:class:`~torchrl_lite.data.MultiStep`)
+    the last steps of an episode all carry its end flag; only the one whose window is its
+    own step (``"steps_to_next_obs" == 1``) counts, so each episode is read once.
+    """
+    done = batch.get((K.NEXT, K.DONE)).reshape(batch.batch_size)  # [*B, T]
+    steps = batch.get("steps_to_next_obs", None)  # n-step windows: [*B, T, 1]
+    if steps is not None:
+        done = done & (steps.reshape(batch.batch_size) == 1)
+    returns = batch.get((K.NEXT, "episode_reward")).reshape(batch.batch_size)
+    return returns[done].tolist()  # one host sync per batch
+
+
+def episode_returns(rollout) -> list[float]:
+    """Returns of the episodes that finished inside a ``[*batch, T]`` rollout, summed from
+    its rewards (for envs without ``RewardSum``, e.g. ``torchrl-lite demo``'s)."""
+    reward = rollout.get((K.NEXT, K.REWARD)).reshape(-1, rollout.batch_size[-1])  # [B, T]
+    done = rollout.get((K.NEXT, K.DONE)).reshape(-1, rollout.batch_size[-1])  # [B, T]
+    returns = []
+    for r_row, d_row in zip(reward.tolist(), done.tolist()):
+        total = 0.0
+        for r, d in zip(r_row, d_row):
+            total += r
+            if d:
+                returns.append(total)
+                total = 0.0
+    return returns
+
+
+class EpisodeReturns(EpisodeLog, TrainerHookBase):
+    """Track the returns of finished training episodes; stop at a target mean.
+
+    Reads each batch's :func:`finished_returns`, keeps ``(frames, return)`` per episode,
+    logs ``"episode_return"`` (the mean of the last ``window`` episodes) at each batch, and
+    ends training once that mean reaches ``target`` (with at least ``window`` episodes).
+
+    Args:
+        window: episodes in the running mean.
+        target: stop when the running mean reaches it (None: never stop).
+        on_episode: optional callback ``(frames, return)`` for each finished episode.
+    """
+
+    def __init__(self, window: int = 10, target: float | None = None, on_episode=None):
+        super().__init__(window, target)
+        self.on_episode: Callable | None = on_episode
+        self._trainer = None
+
+    def __call__(self, batch):
+        returns = finished_returns(batch)
+        frames = self._trainer.collected_frames if self._trainer is not None else 0
+        solved = self.add(frames, returns)
+        if self.on_episode is not None:
+            for value in returns:
+                self.on_episode(frames, value)
+        if solved and self._trainer is not None:
+            self._trainer.total_frames = frames  # finish after this batch's updates
+        if self.history:
+            return {"episode_return": torch.tensor(self.running_mean()), "log_pbar": True}
+        return None
+
+    def state_dict(self) -> dict:
+        return {"history": list(self.history), "solved_at": self.solved_at}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history = [tuple(h) for h in state["history"]]
+        self.solved_at = state["solved_at"]
+
+    def register(self, trainer, name: str = "episode_returns") -> None:
+        self._trainer = trainer
+        trainer.register_op("pre_steps_log", self)
+        trainer.register_module(name, self)
+
+
+def play_deterministic(env: EnvBase, policy, episodes: int, max_steps: int) -> list:
+    """``episodes`` rollouts of ``policy``'s deterministic actions, each to its end or ``max_steps``.
+
+    Runs under ``ExplorationType.DETERMINISTIC`` and ``torch.no_grad()``; the episodes are
+    played one after the other in ``env``.
+    """
+    from torchrl_lite.envs import ExplorationType, set_exploration_type
+
+    with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+        return [env.rollout(max_steps, policy, break_when_any_done=True) for _ in range(episodes)]
+
+
+class PeriodicEvaluation(TrainerHookBase):
+    """Evaluate the deterministic policy every ``interval`` collected frames.
+
+    Each evaluation plays ``episodes`` episodes of ``env`` one after the other, each to its
+    end (or ``max_steps`` steps), under ``ExplorationType.DETERMINISTIC`` (the greedy
+    action of a Q-network, the mode of a stochastic actor) and ``torch.no_grad()``, and
+    appends ``(frames, mean return, std)`` to ``history``; it logs ``"eval_return"``. It runs
+    at the first batch past each multiple of ``interval`` and after the last batch; its
+    history is checkpointed. The training episodes (:class:`EpisodeReturns`) act with
+    exploration; this is the policy a user deploys (SB3's ``EvalCallback``).
+
+    Args:
+        env: the evaluation env (not the collector's), e.g. ``recipe.make_eval_env(cfg)``.
+        policy: the policy to evaluate.
+        interval: collected frames between two evaluations.
+        episodes: episodes per evaluation.
+        max_steps: the longest episode.
+
+    Example:
+        >>> from torchrl_lite.envs.make import make_env
+        >>> env = make_env("Pendulum-v1", seed=0)
+        >>> zero = lambda td: td.set("action", torch.zeros(1))
+        >>> evaluation = PeriodicEvaluation(env, zero, interval=1_000, episodes=2)
+        >>> out = evaluation()  # without a trainer: evaluate now
+        >>> len(evaluation.history), out["eval_return"] < -100
+        (1, True)
+    """
+
+    def __init__(self, env: EnvBase, policy, *, interval: int, episodes: int = 5,
+                 max_steps: int = 10_000):  # fmt: skip
+        for name, value in (
+            ("interval", interval),
+            ("episodes", episodes),
+            ("max_steps", max_steps),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"PeriodicEvaluation: {name} must be an int >= 1, got {value!r}.")
+        self.env, self.policy = env, policy
+        self.interval, self.episodes, self.max_steps = interval, episodes, max_steps
+        self.history: list[tuple[int, float, float]] = []
+        self._trainer = None
+
+    def evaluate(self) -> list[float]:
+        """The returns of ``episodes`` deterministic episodes."""
+        policy = self.policy
+        was_training = isinstance(policy, nn.Module) and policy.training
+        if was_training:
+            policy.eval()
+        try:
+            rollouts = play_deterministic(self.env, policy, self.episodes, self.max_steps)
+        finally:
+            if was_training:
+                policy.train()
+        return [float(rollout.get((K.NEXT, K.REWARD)).sum()) for rollout in rollouts]
+
+    def __call__(self, batch=None) -> dict | None:
+        trainer = self._trainer
+        if trainer is not None:
+            frames = trainer.collected_frames
+            last = self.history[-1][0] if self.history else 0
+            final = frames >= trainer.total_frames
+            if frames // self.interval <= last // self.interval and not final:
+                return None
+            if self.history and frames == last:  # already evaluated at this frame count
+                return None
+        else:
+            frames = len(self.history)
+        returns = self.evaluate()
+        mean, std = statistics.fmean(returns), statistics.pstdev(returns)
+        self.history.append((frames, mean, std))
+        return {"eval_return": mean, "log_pbar": True}
+
+    def state_dict(self) -> dict:
+        return {"history": list(self.history)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history = [tuple(h) for h in state["history"]]
+
+    def register(self, trainer, name: str = "periodic_evaluation") -> None:
+        self._trainer = trainer
+        trainer.register_op("post_steps_log", self)
+        trainer.register_module(name, self)
