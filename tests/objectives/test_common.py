@@ -82,6 +82,17 @@ def test_set_keys_unknown_name_lists_valid_ones():
         loss.set_keys(value=3)
 
 
+def test_set_keys_suggests_the_closest_name_and_changes_nothing_on_a_bad_call():
+    loss = _ValueLoss(_value_net())
+    with pytest.raises(ValueError, match=r"'valu' \(did you mean 'value'\?\)"):
+        loss.set_keys(value_target="vt", valu="x")
+    assert loss.tensor_keys.value_target == "value_target"  # the good name was not set
+    estimator = GAE(gamma=0.9, lmbda=0.9, value_network=None)
+    with pytest.raises(TypeError, match="reward must be a str"):
+        estimator.set_keys(advantage="adv", reward=1)
+    assert estimator.tensor_keys.advantage == "advantage"
+
+
 def test_set_keys_accepts_nested_keys():
     loss = _ValueLoss(_value_net()).set_keys(value_target=("targets", "v"))
     td = TensorDict(observation=torch.randn(4, 3), targets={"v": torch.zeros(4, 1)}, batch_size=[4])

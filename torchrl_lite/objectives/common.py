@@ -54,6 +54,7 @@ from torch import nn
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.objectives._params import check_materialized, check_unshared, params_attribute
+from torchrl_lite.objectives._tensor_keys import TensorKeysMixin
 from torchrl_lite.objectives.ensemble import Ensemble
 from torchrl_lite.objectives.value import ValueEstimatorBase, ValueEstimators
 from torchrl_lite.objectives.value.advantages import _check_factor
@@ -89,7 +90,7 @@ def _next(key) -> tuple:
     return (K.NEXT, *key) if isinstance(key, tuple) else (K.NEXT, key)
 
 
-class LossModule(nn.Module):
+class LossModule(TensorKeysMixin, nn.Module):
     """Base class of losses: keys (``set_keys``), value estimators, target networks.
 
     See the module docstring for the contract subclasses follow. ``loss.parameters()``
@@ -136,30 +137,9 @@ class LossModule(nn.Module):
         self._params_cache: dict[str, TensorDictBase] = {}
 
     # -- keys ------------------------------------------------------------------------
-    def set_keys(self, **kwargs) -> LossModule:
-        """Rename the entries the loss reads or writes, e.g. ``set_keys(reward="r")``.
-
-        Keys are strings or tuples of strings (nested entries). Returns the loss.
-
-        Raises:
-            ValueError: a name that is not one of this loss's key names.
-        """
-        accepted = [f.name for f in fields(self.tensor_keys)]
-        for name, key in kwargs.items():
-            if name not in accepted:
-                raise ValueError(
-                    f"{type(self).__name__}.set_keys: unknown key name {name!r}; valid "
-                    f"names are {accepted}."
-                )
-            if not isinstance(key, (str, tuple)):
-                raise TypeError(
-                    f"{type(self).__name__}.set_keys: {name} must be a str or a tuple of "
-                    f"str, got {key!r}."
-                )
-            setattr(self.tensor_keys, name, key)
+    def _keys_set(self) -> None:
         if self._value_estimator is not None:
             self._forward_keys(self._value_estimator)
-        return self
 
     @property
     def in_keys(self) -> list:

@@ -16,7 +16,7 @@ latter defaults to ``done`` when absent: every end is then a termination). Write
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDictBase
@@ -25,6 +25,7 @@ from torch import nn
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 from torchrl_lite.objectives._input_checks import first_call, warn_if_not_trajectory
+from torchrl_lite.objectives._tensor_keys import TensorKeysMixin
 from torchrl_lite.objectives.value.functional import (
     generalized_advantage_estimate,
     td0_return_estimate,
@@ -84,7 +85,7 @@ def _standardise(x: torch.Tensor, eps: float) -> torch.Tensor:
     return (x - x.mean()) / x.std().clamp_min(eps)
 
 
-class ValueEstimatorBase(nn.Module):
+class ValueEstimatorBase(TensorKeysMixin, nn.Module):
     """Base class of value estimators: key handling and value-network calls.
 
     Args:
@@ -180,27 +181,6 @@ class ValueEstimatorBase(nn.Module):
         self.skip_existing = skip_existing
         self.average_rewards = average_rewards
         self.tensor_keys = _AcceptedKeys()
-
-    def set_keys(self, **kwargs) -> ValueEstimatorBase:
-        """Rename the keys read and written, e.g. ``set_keys(value="v", reward="r")``.
-
-        Accepted names: ``advantage``, ``value_target``, ``value``, ``reward``, ``done``,
-        ``terminated``. Returns the estimator.
-        """
-        accepted = [f.name for f in fields(_AcceptedKeys)]
-        for name, key in kwargs.items():
-            if name not in accepted:
-                raise ValueError(
-                    f"{type(self).__name__}.set_keys: unknown key name {name!r}; accepted "
-                    f"names are {accepted}."
-                )
-            if not isinstance(key, (str, tuple)):
-                raise TypeError(
-                    f"{type(self).__name__}.set_keys: {name} must be a str or a tuple of "
-                    f"str, got {key!r}."
-                )
-            setattr(self.tensor_keys, name, key)
-        return self
 
     @property
     def in_keys(self) -> list:
