@@ -133,3 +133,17 @@ def test_settings_the_scheme_path_lacks_are_refused(name, setting, match):
     cfg = config_for(get_recipe(name), **setting)
     with pytest.raises(ValueError, match=match):
         factories_from_recipe(name, cfg)
+
+
+def test_frames_per_batch_not_a_multiple_of_num_envs_rounds_up_as_the_collector():
+    from torchrl_lite.collectors import SyncDataCollector
+
+    recipe = get_recipe("ppo")
+    cfg = config_for(recipe, frames_per_batch=100, num_envs=8)
+    with pytest.warns(UserWarning, match="frames_per_batch=100 is not divisible by num_envs=8"):
+        factories = factories_from_recipe("ppo", cfg)
+    env = recipe.make_train_env(cfg)
+    with pytest.warns(UserWarning, match="not divisible"):
+        collector = SyncDataCollector(env, None, frames_per_batch=100, total_frames=200)
+    assert factories["storage_factory"].kwargs["size"] * 8 == collector.frames_per_batch == 104
+    collector.shutdown()

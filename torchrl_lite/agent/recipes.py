@@ -4,7 +4,8 @@ The same networks, hyperparameters and env settings as ``torchrl-lite train ALGO
 (``make_trainer``), in seed 000's components, so the CLI's ``--col-workers`` /
 ``--grad-workers`` path trains what the single-process path trains. Unit mapping: a
 recipe's ``frames_per_batch`` over ``num_envs`` copies is ``num_envs`` envs x
-``frames_per_batch / num_envs`` steps per round. ``n_step > 1`` replays n-step windows
+``frames_per_batch / num_envs`` steps per round (rounded up with a warning, as the Trainer
+path's collector rounds it). ``n_step > 1`` replays n-step windows
 (``NStepReplayBuffer``: windows cut by a time limit or a round's end are dropped, where the
 recipe's ``MultiStep`` carries them over). A setting the Scheme path does not implement
 (pixels, SAC's ``loss_function`` / ``init`` / ``action_repeat``, DQN's ``lr_end`` /
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import warnings
 
 import gymnasium
 
@@ -54,7 +56,19 @@ def _envs(cfg, num_envs: int):
 
 
 def _steps(cfg, num_envs: int) -> int:
-    return max(1, cfg.frames_per_batch // max(1, num_envs))
+    """Steps per env per round: ``frames_per_batch`` over the envs, rounded up with a
+    warning when it does not divide, as the Trainer path's collector does."""
+    envs = max(1, num_envs)
+    steps = -(-cfg.frames_per_batch // envs)
+    if cfg.frames_per_batch % envs:
+        warnings.warn(
+            f"factories_from_recipe: frames_per_batch={cfg.frames_per_batch} is not divisible "
+            f"by num_envs={envs}; each round holds {steps * envs} frames. Pass a multiple of "
+            f"{envs} to silence this.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return steps
 
 
 def _refuse(cfg, fields: dict[str, str]) -> None:

@@ -38,8 +38,7 @@ from torchrl_lite._utils import require
 from torchrl_lite.data.datasets import D4RLExperienceReplay
 from torchrl_lite.envs import EnvBase, ExplorationType, set_exploration_type
 from torchrl_lite.recipes.common import make_env
-from torchrl_lite.trainers import Recorder
-from torchrl_lite.trainers.hooks import TrainerHookBase
+from torchrl_lite.trainers.episodes import EvaluationReturns, flat_episode_returns
 
 __all__ = [
     "EvaluationReturns",
@@ -158,7 +157,7 @@ def collect_dataset(
     terminated, done, cut = (x.reshape(-1)[:frames] for x in (terminated, done, cut))
     cut[-1] = True
     timeouts = (done | cut) & ~terminated
-    returns = _episode_returns(flat.get((K.NEXT, K.REWARD)).reshape(-1), done, cut & ~done)
+    returns = flat_episode_returns(flat.get((K.NEXT, K.REWARD)).reshape(-1), done, cut & ~done)
     path.parent.mkdir(parents=True, exist_ok=True)
     with h5py.File(path, "w") as file:
         for name, value in (
@@ -194,15 +193,6 @@ class _Noisy(torch.nn.Module):
         return td.set(K.ACTION, self.spec.project(action + self.scale * torch.randn_like(action)))
 
 
-def _episode_returns(reward: torch.Tensor, done: torch.Tensor, cut: torch.Tensor) -> list:
-    """Returns ``[E]`` of the episodes that end (``done``) in flat steps ``[N]``; ``cut``
-    ends an unfinished one, which is left out."""
-    ends = done | cut
-    episode = torch.cumsum(ends.long(), 0) - ends.long()  # [N]
-    sums = torch.zeros(int(episode[-1]) + 1).index_add_(0, episode, reward.float())
-    return sums[done[ends]].tolist()
-
-
 # -- reading it ----------------------------------------------------------------------------
 def dataset_episode_returns(path) -> list:
     """Returns ``[E]`` of the episodes that end inside the dataset file at ``path`` (one cut
@@ -211,7 +201,7 @@ def dataset_episode_returns(path) -> list:
     done = data.get((K.NEXT, K.DONE)).reshape(-1)
     cut = torch.zeros_like(done)
     cut[-1] = not bool(done[-1])
-    return _episode_returns(data.get((K.NEXT, K.REWARD)).reshape(-1), done, cut)
+    return flat_episode_returns(data.get((K.NEXT, K.REWARD)).reshape(-1), done, cut)
 
 
 def load_dataset(path, batch_size: int, sampler=None) -> D4RLExperienceReplay:
@@ -313,100 +303,3 @@ class OfflineBatches:
 
     def load_state_dict(self, state: dict) -> None:
         self.steps = int(state["steps"])
-
-
-# -- the learning signal -------------------------------------------------------------------
-class EvaluationReturns(TrainerHookBase):
-    """Evaluate the policy every ``interval`` gradient steps; track returns; stop at a target.
-
-    The offline counterpart of :class:`~torchrl_lite.recipes.common.EpisodeReturns`, with
-    the same attributes (``history``, ``running_mean()``, ``solved_at``, ``window``,
-    ``target``). After the first step, every ``interval`` steps and at the last step, a
-    :class:`~torchrl_lite.trainers.Recorder` rolls the deterministic policy out for
-    ``steps`` steps of ``env`` (a batched env runs several episodes at once) and
-    ``(gradient steps, mean return of the episodes)`` is appended to ``history``; it logs
-    ``"eval_return"`` (the mean of the last ``window`` evaluations) and the Recorder's
-    ``"r_evaluation"``. Training ends once that mean reaches ``target``.
-
-    Args:
-        env: the evaluation env, e.g. ``make_env("Pendulum-v1", num_envs=10)``.
-        policy: the policy to evaluate.
-        interval: gradient steps between two evaluations.
-        steps: steps of each evaluation rollout (one episode: 200 for Pendulum-v1).
-        window: evaluations in the running mean.
-        target: stop when the running mean reaches it (None: never stop).
-
-    Example:
-        >>> from torchrl_lite.recipes.common import make_env
-        >>> hook = EvaluationReturns(make_env("Pendulum-v1", num_envs=2), policy=None,
-        ...     interval=100, steps=200)
-        >>> out = hook()
-        >>> hook.history[0][1] < -100, sorted(out)
-        (True, ['eval_return', 'log_pbar', 'r_evaluation'])
-    """
-
-    def __init__(
-        self,
-        env: EnvBase,
-        policy,
-        *,
-        interval: int,
-        steps: int,
-        window: int = 1,
-        target: float | None = None,
-    ):
-        for name, value in (("interval", interval), ("steps", steps), ("window", window)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"EvaluationReturns: {name} must be a positive int, got {value!r}."
-                )
-        self.recorder = Recorder(
-            record_interval=1, record_frames=steps, policy_exploration=policy, environment=env
-        )
-        self.interval = interval
-        self.window = window
-        self.target = target
-        self.history: list[tuple[int, float]] = []
-        self.solved_at: int | None = None
-        self._trainer = None
-
-    def running_mean(self) -> float:
-        last = [r for _, r in self.history[-self.window :]]
-        return sum(last) / len(last) if last else -math.inf
-
-    def __call__(self, batch=None) -> dict | None:
-        trainer = self._trainer
-        step = trainer.collected_frames if trainer is not None else len(self.history)
-        final = trainer is not None and step >= trainer.total_frames
-        if self.history and step % self.interval and not final:
-            return None
-        record = self.recorder()  # one host sync per evaluation
-        self.history.append((step, float(record["total_r_evaluation"])))
-        mean = self.running_mean()
-        if (
-            self.target is not None
-            and self.solved_at is None
-            and len(self.history) >= self.window
-            and mean >= self.target
-        ):
-            self.solved_at = step
-            if trainer is not None:
-                trainer.total_frames = step
-        return {"eval_return": mean, "r_evaluation": record["r_evaluation"], "log_pbar": True}
-
-    def state_dict(self) -> dict:
-        return {
-            "history": list(self.history),
-            "solved_at": self.solved_at,
-            "recorder": self.recorder.state_dict(),
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        self.history = [tuple(h) for h in state["history"]]
-        self.solved_at = state["solved_at"]
-        self.recorder.load_state_dict(state["recorder"])
-
-    def register(self, trainer, name: str = "evaluation") -> None:
-        self._trainer = trainer
-        trainer.register_op("post_steps_log", self)
-        trainer.register_module(name, self)

@@ -2,7 +2,8 @@
 
 :class:`EpisodeLog` keeps the returns of finished training episodes and notices when their
 running mean reaches a target; :class:`EpisodeReturns` feeds it from a ``Trainer``'s
-batches. :class:`PeriodicEvaluation` plays the deterministic policy every so many frames
+batches, :class:`EvaluationReturns` from evaluation rollouts (offline recipes, whose
+learning signal they are). :class:`PeriodicEvaluation` plays the deterministic policy every so many frames
 (:func:`play_deterministic`), the policy a user deploys rather than the exploring one.
 """
 
@@ -18,13 +19,16 @@ from torch import nn
 from torchrl_lite import _keys as K
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.trainers.hooks import TrainerHookBase
+from torchrl_lite.trainers.log_hooks import Recorder
 
 __all__ = [
     "EpisodeLog",
     "EpisodeReturns",
+    "EvaluationReturns",
     "PeriodicEvaluation",
     "episode_returns",
     "finished_returns",
+    "flat_episode_returns",
     "play_deterministic",
 ]
 
@@ -104,6 +108,15 @@ def episode_returns(rollout) -> list[float]:
     return returns
 
 
+def flat_episode_returns(reward: torch.Tensor, done: torch.Tensor, cut: torch.Tensor) -> list:
+    """Returns ``[E]`` of the episodes that end (``done``) in flat steps ``[N]``; ``cut``
+    ends an unfinished one, which is left out."""
+    ends = done | cut
+    episode = torch.cumsum(ends.long(), 0) - ends.long()  # [N]
+    sums = torch.zeros(int(episode[-1]) + 1).index_add_(0, episode, reward.float())
+    return sums[done[ends]].tolist()
+
+
 class EpisodeReturns(EpisodeLog, TrainerHookBase):
     """Track the returns of finished training episodes; stop at a target mean.
 
@@ -145,6 +158,87 @@ class EpisodeReturns(EpisodeLog, TrainerHookBase):
     def register(self, trainer, name: str = "episode_returns") -> None:
         self._trainer = trainer
         trainer.register_op("pre_steps_log", self)
+        trainer.register_module(name, self)
+
+
+class EvaluationReturns(EpisodeLog, TrainerHookBase):
+    """Evaluate the policy every ``interval`` gradient steps; track returns; stop at a target.
+
+    The offline counterpart of :class:`EpisodeReturns`, with
+    the same attributes (``history``, ``running_mean()``, ``solved_at``, ``window``,
+    ``target``). After the first step, every ``interval`` steps and at the last step, a
+    :class:`~torchrl_lite.trainers.Recorder` rolls the deterministic policy out for
+    ``steps`` steps of ``env`` (a batched env runs several episodes at once) and
+    ``(gradient steps, mean return of the episodes)`` is appended to ``history``; it logs
+    ``"eval_return"`` (the mean of the last ``window`` evaluations) and the Recorder's
+    ``"r_evaluation"``. Training ends once that mean reaches ``target``.
+
+    Args:
+        env: the evaluation env, e.g. ``make_env("Pendulum-v1", num_envs=10)``.
+        policy: the policy to evaluate.
+        interval: gradient steps between two evaluations.
+        steps: steps of each evaluation rollout (one episode: 200 for Pendulum-v1).
+        window: evaluations in the running mean.
+        target: stop when the running mean reaches it (None: never stop).
+
+    Example:
+        >>> from torchrl_lite.envs.make import make_env
+        >>> hook = EvaluationReturns(make_env("Pendulum-v1", num_envs=2), policy=None,
+        ...     interval=100, steps=200)
+        >>> out = hook()
+        >>> hook.history[0][1] < -100, sorted(out)
+        (True, ['eval_return', 'log_pbar', 'r_evaluation'])
+    """
+
+    def __init__(
+        self,
+        env: EnvBase,
+        policy,
+        *,
+        interval: int,
+        steps: int,
+        window: int = 1,
+        target: float | None = None,
+    ):
+        for name, value in (("interval", interval), ("steps", steps), ("window", window)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"EvaluationReturns: {name} must be a positive int, got {value!r}."
+                )
+        self.recorder = Recorder(
+            record_interval=1, record_frames=steps, policy_exploration=policy, environment=env
+        )
+        super().__init__(window, target)
+        self.interval = interval
+        self._trainer = None
+
+    def __call__(self, batch=None) -> dict | None:
+        trainer = self._trainer
+        step = trainer.collected_frames if trainer is not None else len(self.history)
+        final = trainer is not None and step >= trainer.total_frames
+        if self.history and step % self.interval and not final:
+            return None
+        record = self.recorder()  # one host sync per evaluation
+        if self.add(step, [float(record["total_r_evaluation"])]) and trainer is not None:
+            trainer.total_frames = step
+        mean = self.running_mean()
+        return {"eval_return": mean, "r_evaluation": record["r_evaluation"], "log_pbar": True}
+
+    def state_dict(self) -> dict:
+        return {
+            "history": list(self.history),
+            "solved_at": self.solved_at,
+            "recorder": self.recorder.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history = [tuple(h) for h in state["history"]]
+        self.solved_at = state["solved_at"]
+        self.recorder.load_state_dict(state["recorder"])
+
+    def register(self, trainer, name: str = "evaluation") -> None:
+        self._trainer = trainer
+        trainer.register_op("post_steps_log", self)
         trainer.register_module(name, self)
 
 
