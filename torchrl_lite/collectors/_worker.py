@@ -125,7 +125,7 @@ def _worker_main(conn, index, setup: dict, parent_pid: int, inherited: list) -> 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(setup["num_threads"])
     seed_rngs(setup["torch_seed"])  # forked workers would otherwise share RNG states
-    channel = PipeChannel(conn)
+    channel = PipeChannel(conn, share_tensors=True)  # the batch buffer travels shared
     collector = None
     try:
         try:

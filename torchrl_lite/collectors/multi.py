@@ -100,9 +100,10 @@ def _factories(owner: str, create_env_fn, num_workers, create_env_kwargs) -> lis
         )
     if not fns:
         raise ValueError(f"{owner}: create_env_fn is an empty list; give at least one constructor.")
-    for fn in fns:
+    for i, fn in enumerate(fns):
         if isinstance(fn, EnvBase):
-            _check_shippable(owner, fn)
+            if all(fn is not other for other in fns[:i]):  # once per instance
+                _check_shippable(owner, fn)
         elif not callable(fn):
             raise TypeError(
                 f"{owner}: create_env_fn must hold envs or zero-argument callables returning "
@@ -135,16 +136,18 @@ def _given_env(env: EnvBase) -> EnvBase:
 
 def _check_shippable(owner: str, env: EnvBase) -> None:
     """An env instance goes to a worker as a copy (forked or pickled): not one that is
-    closed. A batched env inside it whose workers run is closed first (it restarts at its
-    next reset): each collector worker's copy then starts its own workers at its first
-    reset, as TorchRL's batched envs, which start their workers lazily, behave."""
+    closed. An env over a batched env whose workers run is closed first (``start()``
+    reopens it): each collector worker starts its copy, as with TorchRL's batched envs,
+    which start their workers lazily."""
     if env.is_closed:
         raise ValueError(f"{owner}: the env {env!r} is closed")
     inner = env
     while inner is not None:
-        if getattr(inner, "worker_pids", None) and hasattr(inner, "_restart"):
-            inner.close()
-        elif getattr(inner, "worker_pids", None):
+        running = hasattr(type(inner), "worker_pids") and inner.worker_pids
+        if running and hasattr(inner, "_restart"):
+            env.close()
+            return
+        if running:
             raise TypeError(
                 f"{owner}: {type(inner).__name__} instances run worker processes and cannot be "
                 "copied into a collector worker; pass a constructor, e.g. "
@@ -302,7 +305,7 @@ class _MultiDataCollector(DataCollectorBase):
         proc.start()
         child_conn.close()
         self._procs.append(proc)
-        self._channels.append(PipeChannel(parent_conn))
+        self._channels.append(PipeChannel(parent_conn, share_tensors=True))
         if self._finalizer is None:  # stops the workers if the collector is dropped / at exit
             self._finalizer = weakref.finalize(
                 self, stop_processes, self._procs, self._channels, CLOSE, _JOIN_S
