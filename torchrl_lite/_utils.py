@@ -33,12 +33,17 @@ def closest_match(name, candidates) -> object | None:
     return by_text[close[0]] if close else None
 
 
+def did_you_mean(name, candidates) -> str:
+    """``" Did you mean 'x'?"`` for the candidate closest to ``name``, or ``""``: the one
+    wording of every did-you-mean in the package."""
+    match = closest_match(name, candidates)
+    return f" Did you mean {match!r}?" if match is not None else ""
+
+
 def missing_key_message(key, available) -> str:
     """The text of a KeyError: the key, the keys present and the closest match."""
     available = list(available)
-    match = closest_match(key, available)
-    hint = f" Did you mean {match!r}?" if match is not None else ""
-    return f"Key {key!r} not found. Available keys: {available}.{hint}"
+    return f"Key {key!r} not found. Available keys: {available}.{did_you_mean(key, available)}"
 
 
 def require(module: str, extra: str):

@@ -84,7 +84,7 @@ def test_set_keys_unknown_name_lists_valid_ones():
 
 def test_set_keys_suggests_the_closest_name_and_changes_nothing_on_a_bad_call():
     loss = _ValueLoss(_value_net())
-    with pytest.raises(ValueError, match=r"'valu' \(did you mean 'value'\?\)"):
+    with pytest.raises(ValueError, match=r"'valu' .*\. Did you mean 'value'\?"):
         loss.set_keys(value_target="vt", valu="x")
     assert loss.tensor_keys.value_target == "value_target"  # the good name was not set
     estimator = GAE(gamma=0.9, lmbda=0.9, value_network=None)

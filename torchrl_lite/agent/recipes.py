@@ -15,11 +15,11 @@ recipe's ``MultiStep`` carries them over). A setting the Scheme path does not im
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import warnings
 
 import gymnasium
 
+from torchrl_lite._utils import did_you_mean
 from torchrl_lite.agent.actors import OffPolicyActor, OnPolicyActor
 from torchrl_lite.agent.algos import A2C, DDPG, DDQN, PPO, SAC, TD3
 from torchrl_lite.agent.env import VecEnv
@@ -280,8 +280,7 @@ def factories_from_recipe(algo_name: str, cfg) -> dict:
     """
     key = str(algo_name).lower().replace("-", "_")
     if key not in SCHEME_ALGOS:
-        close = difflib.get_close_matches(key, list(SCHEME_ALGOS), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(key, list(SCHEME_ALGOS))
         raise ValueError(
             f"factories_from_recipe: {algo_name!r} has no Scheme path.{hint} "
             f"Available: {', '.join(SCHEME_ALGOS)}."

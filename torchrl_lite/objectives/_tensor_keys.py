@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from torchrl_lite._utils import closest_match
+from torchrl_lite._utils import did_you_mean
 
 __all__ = ["TensorKeysMixin"]
 
@@ -30,11 +30,9 @@ class TensorKeysMixin:
         accepted = [f.name for f in fields(self.tensor_keys)]
         for name, key in kwargs.items():
             if name not in accepted:
-                close = closest_match(name, accepted)
-                hint = f" (did you mean {close!r}?)" if close is not None else ""
                 raise ValueError(
-                    f"{owner}.set_keys: unknown key name {name!r}{hint}; accepted names are "
-                    f"{accepted}."
+                    f"{owner}.set_keys: unknown key name {name!r} (accepted names: "
+                    f"{accepted}).{did_you_mean(name, accepted)}"
                 )
             if not isinstance(key, (str, tuple)):
                 raise TypeError(

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import difflib
 import importlib.util
 from functools import cache
 
+from torchrl_lite._utils import did_you_mean
 from torchrl_lite.recipes.ranges import range_error
 
 __all__ = [
@@ -145,8 +145,7 @@ def parse_value(text, kind: type, key: str):
 
 def unknown_option(key: str, names, owner: str) -> ValueError:
     """The error for an option that is not a field: the closest name and the valid ones."""
-    close = difflib.get_close_matches(key, list(names), n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
+    hint = did_you_mean(key, list(names))
     return ValueError(
         f"Unknown option {key!r} for {owner}.{hint} Options: {', '.join(sorted(names))} "
         f"(`torchrl-lite config ALGO` lists them with their defaults)."

@@ -15,10 +15,11 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import sys
 from collections.abc import Callable, Mapping
+
+from torchrl_lite._utils import did_you_mean
 
 __all__ = ["RECIPES", "Recipe", "get_recipe", "recipe_key"]
 
@@ -95,8 +96,7 @@ def recipe_key(name: str) -> str:
     known ones otherwise."""
     key = name.lower().replace("-", "_").replace("+", "_")
     if key not in RECIPES:
-        close = difflib.get_close_matches(key, list(RECIPES), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(key, list(RECIPES))
         raise ValueError(f"Unknown algorithm {name!r}.{hint} Known: {', '.join(RECIPES)}.")
     return key
 

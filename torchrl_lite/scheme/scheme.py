@@ -33,11 +33,11 @@ back packed the same way and are rebuilt as TensorDicts; gradients move as tenso
 from __future__ import annotations
 
 import contextlib
-import difflib
 import time
 
 import torch
 
+from torchrl_lite._utils import did_you_mean
 from torchrl_lite.collectors.distributed.channel import check_channel
 from torchrl_lite.collectors.distributed.ray_session import user_site
 from torchrl_lite.collectors.distributed.transport import weights_message
@@ -52,8 +52,7 @@ _FACTORIES = ("algo_factory", "actor_factory", "storage_factory", "train_envs_fa
 
 def _check_mode(option: str, value) -> str:
     if value not in MODES:
-        close = difflib.get_close_matches(str(value), MODES, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(str(value), MODES)
         raise ValueError(
             f"{option}={value!r} is not a communication mode; valid: {list(MODES)}.{hint}"
         )

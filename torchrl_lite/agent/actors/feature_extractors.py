@@ -8,14 +8,13 @@ value) on top.
 
 from __future__ import annotations
 
-import difflib
-
 import gymnasium
 import numpy as np
 import torch
 from torch import nn
 
 from torchrl_lite import _keys as K
+from torchrl_lite._utils import closest_match
 from torchrl_lite.recipes.common import PixelEncoder
 
 __all__ = ["CNN", "MLP", "DictNet", "get_feature_extractor"]
@@ -127,8 +126,8 @@ def get_feature_extractor(name: str):
     """
     if name not in _EXTRACTORS:
         lower = {k.lower(): k for k in _EXTRACTORS}
-        close = difflib.get_close_matches(str(name).lower(), list(lower), n=1)
-        hint = f" Did you mean {lower[close[0]]!r}?" if close else ""
+        close = closest_match(str(name).lower(), list(lower))
+        hint = f" Did you mean {lower[close]!r}?" if close is not None else ""
         raise ValueError(
             f"Unknown feature extractor {name!r}.{hint} Known: {', '.join(_EXTRACTORS)}."
         )

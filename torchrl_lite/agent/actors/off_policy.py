@@ -5,7 +5,6 @@ recipes' own builders (``torchrl_lite.recipes.sac`` / ``.td3`` / ``.dqn``), with
 from __future__ import annotations
 
 import dataclasses
-import difflib
 
 import gymnasium
 import torch
@@ -13,6 +12,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from torchrl_lite import _keys as K
+from torchrl_lite._utils import did_you_mean
 from torchrl_lite.agent.actors._common import (
     ActorFactory,
     check_recurrent,
@@ -41,8 +41,7 @@ def _check_algorithm(name: str, action_space) -> str:
         return "DQN" if isinstance(action_space, gymnasium.spaces.Discrete) else "SAC"
     key = str(name).upper()
     if key not in _KINDS:
-        close = difflib.get_close_matches(key, list(_KINDS), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(key, list(_KINDS))
         raise ValueError(
             f"OffPolicyActor: unknown algorithm_name {name!r}.{hint} Known: {', '.join(_KINDS)}."
         )

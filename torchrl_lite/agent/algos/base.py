@@ -9,10 +9,10 @@ worker's, or an average of several), clips, steps the optimizer(s) and the targe
 
 from __future__ import annotations
 
-import difflib
-
 import torch
 from tensordict import TensorDictBase
+
+from torchrl_lite._utils import did_you_mean
 
 __all__ = ["Algorithm"]
 
@@ -103,8 +103,7 @@ class Algorithm:
         """Change a hyperparameter now (e.g. ``"lr"``); ValueError naming the valid ones."""
         setters = self._parameter_setters()
         if name not in setters:
-            close = difflib.get_close_matches(name, list(setters), n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(name, list(setters))
             raise ValueError(
                 f"{type(self).__name__}: unknown algorithm parameter {name!r}.{hint} "
                 f"Valid: {', '.join(sorted(setters))}."

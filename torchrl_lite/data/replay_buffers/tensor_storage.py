@@ -21,7 +21,7 @@ import torch
 from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
 
 from torchrl_lite import _td
-from torchrl_lite._utils import closest_match, missing_key_message
+from torchrl_lite._utils import did_you_mean, missing_key_message
 from torchrl_lite.data.replay_buffers._dump_files import _check_data_files, _fsync_file
 from torchrl_lite.data.replay_buffers._storage_base import (
     Storage,
@@ -225,8 +225,7 @@ class TensorStorage(Storage):
         if len(keys) != len(self._leaves):
             extra = [k for k in keys if k not in self._leaves]
             key = extra[0]
-            match = closest_match(key, list(self._leaves))
-            hint = f" Did you mean {match!r}?" if match is not None else ""
+            hint = did_you_mean(key, list(self._leaves))
             raise KeyError(
                 f"entry {key!r} is not held by the storage, which holds {list(self._leaves)}.{hint} "
                 "Remove it (data.exclude(...)) or start a new buffer."

@@ -9,7 +9,6 @@ dm_control and MuJoCo are imported only when an env is built.
 
 from __future__ import annotations
 
-import difflib
 import os
 import warnings
 
@@ -19,7 +18,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite import _keys as K
 from torchrl_lite import _td
-from torchrl_lite._utils import require
+from torchrl_lite._utils import did_you_mean, require
 from torchrl_lite.data.tensor_specs import Bounded, Composite, Unbounded
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.utils import classproperty
@@ -317,14 +316,12 @@ def _check_task(suite, env_name, task_name) -> None:
     """Raise ValueError naming the domain/task, the valid ones and the closest match."""
     tasks = _suite_tasks(suite)
     if not isinstance(env_name, str) or env_name not in tasks:
-        close = difflib.get_close_matches(str(env_name), list(tasks), n=1, cutoff=0.6)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(str(env_name), list(tasks))
         raise ValueError(
             f"Unknown dm_control domain {env_name!r}.{hint} Valid domains: {sorted(tasks)}."
         )
     if not isinstance(task_name, str) or task_name not in tasks[env_name]:
-        close = difflib.get_close_matches(str(task_name), tasks[env_name], n=1, cutoff=0.6)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(str(task_name), tasks[env_name])
         raise ValueError(
             f"Unknown task {task_name!r} for dm_control domain {env_name!r}.{hint} Valid tasks: {sorted(tasks[env_name])}."
         )
