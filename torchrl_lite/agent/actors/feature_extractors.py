@@ -37,6 +37,10 @@ def _hidden_layers(in_features: int, hidden_sizes, activation) -> tuple[list, in
 class MLP(nn.Module):
     """Flattened Box observations through ``Linear + activation`` layers.
 
+    Seed 000's feature extractor, under its seed name inside ``agent/`` only; the
+    library's own ``MLP`` is :class:`torchrl_lite.modules.MLP`. The layers are spelled out
+    (not built on that one) so that saved actors keep their parameter names.
+
     The defaults (two tanh layers of 64) with a linear head give the PPO recipe's network.
 
     Example:

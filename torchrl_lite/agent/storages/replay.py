@@ -26,7 +26,11 @@ _STEPS = "steps_to_next_obs"  # read by the losses' TD(0) estimator
 
 
 class ReplayBuffer:
-    """Uniform replay of the last ``size`` transitions.
+    """Uniform replay of the last ``size`` transitions (seed 000's ``ReplayBuffer``).
+
+    An adapter that keeps the seed's name inside ``agent/`` only: it holds the library's
+    own :class:`torchrl_lite.data.TensorDictReplayBuffer`, which is what ``ReplayBuffer``
+    means everywhere else in the package.
 
     Example:
         >>> ReplayBuffer.create_factory(size=1000).kwargs
