@@ -309,7 +309,7 @@ def main() -> None:
         notes="ObservationNorm, RewardScaling, RewardSum, StepCounter, InitTracker on a random "
         f"CartPole rollout of {STEPS} steps, median of 7 interleaved runs. A TransformedEnv "
         "whose transforms all have a numpy form steps through its wrapped env's numpy stepper "
-        "and applies the transforms to many rows at once (transforms/_numpy_forms.py; "
+        "and applies the transforms to many rows at once (each transform's _numpy_form(); "
         "StepCounter with max_steps per step); 'general loop' is the one-TensorDict-per-step "
         "path (the env's stepper switched off), which a rollout with a policy takes.",
     )

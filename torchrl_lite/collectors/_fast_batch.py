@@ -2,7 +2,7 @@
 
 After its first batch (which runs the general loop and its checks), ``SyncDataCollector``
 collects through the env's numpy stepper (``EnvBase._numpy_stepper``, see
-``envs/_fast_rollout.py``) when the env has one and the batch needs nothing the stepper
+``envs/stepper/``) when the env has one and the batch needs nothing the stepper
 skips (no recurrent states, ``is_init`` tracking, trajectory truncation or device moves).
 Each step builds one TensorDict for the policy, from views of the observation buffers;
 the env writes its results into ``[T, n, ...]`` numpy buffers, and the batch is put

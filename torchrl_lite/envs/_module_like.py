@@ -81,6 +81,12 @@ class SpecSamples:
             )
         return self.step(self.rand_action(tensordict))
 
+    def _skipped_transforms(self) -> list:
+        """``(transform, reason)`` for each transform the env skips because none of its
+        keys is there (``check_env_specs`` raises on them): a ``TransformedEnv`` lists its
+        own and its wrapped env's; any other env has none."""
+        return []
+
     def fake_tensordict(self) -> TensorDictBase:
         """A zero-filled TensorDict with every key a step reads and writes."""
         root = self.full_observation_spec.zero()

@@ -39,15 +39,14 @@ from torchrl_lite.envs._action_bounds import (
     check_batch_bounds,
     check_step_bounds,
 )
-from torchrl_lite.envs._done_flags import _StepProbe
 from torchrl_lite.envs._module_like import ModuleLike, SpecSamples, _device_cast_policy
-from torchrl_lite.envs._rollout import StepRecorder
+from torchrl_lite.envs._rollout import StepRecorder, merge_partial, set_next, update_in_place
 from torchrl_lite.envs._step_checks import (
+    _StepProbe,
     check_reset_input,
     check_rollout_args,
     check_step_output,
 )
-from torchrl_lite.envs._td_steps import merge_partial, set_next, update_in_place
 from torchrl_lite.envs.stepper import NumpyStepper
 from torchrl_lite.envs.stepper.rollout import fast_rollout
 from torchrl_lite.envs.utils import step_mdp

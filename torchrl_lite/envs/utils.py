@@ -161,9 +161,7 @@ def check_env_specs(
         >>> from torchrl_lite.envs import PendulumEnv
         >>> check_env_specs(PendulumEnv())
     """
-    from torchrl_lite.envs.transforms.transformed_env import skipped_transforms
-
-    skipped = skipped_transforms(env)
+    skipped = env._skipped_transforms()
     if skipped:
         raise ValueError(
             "check_env_specs: transforms are skipped because none of their keys is in the "

@@ -77,10 +77,11 @@ class NumpyForm(Protocol):
 
     ``TransformedStepper`` runs its wrapped env's stepper, which writes the raw results,
     then each form, in transform order, which rewrites or adds its entries. A *deferred*
-    form (``per_step`` False) transforms whole ranges of rows at once (``advance``); a
-    *per-step* form runs inside each step (``step``): one whose result ends episodes.
-    Both rewrite the root rows of the copies a reset restarts (``reset``). The values
-    must be those of the transform's own ``_step``/``_reset``.
+    form (``per_step`` False) defines ``advance(t0, t1)``, which transforms the
+    ``"next"`` rows ``[t0, t1)`` at once; a *per-step* form defines ``step(t)``, which
+    transforms row ``t`` inside each step (one whose result ends episodes). Both rewrite
+    the root rows of the copies a reset restarts (``reset``). The values must be those
+    of the transform's own ``_step``/``_reset``.
 
     Attributes:
         per_step: whether ``step`` runs at each step (else ``advance`` over row ranges).
@@ -99,12 +100,6 @@ class NumpyForm(Protocol):
 
     def reset(self, chosen, t: int) -> None:
         """Rewrite the root row ``t`` of the copies ``chosen``, just reset."""
-
-    def advance(self, t0: int, t1: int) -> None:
-        """A deferred form: transform the ``"next"`` rows ``[t0, t1)``."""
-
-    def step(self, t: int) -> None:
-        """A per-step form: transform the ``"next"`` row ``t``, just stepped."""
 
 
 def keeps_hooks(env, owner: type, hooks: tuple[str, ...]) -> bool:

@@ -87,6 +87,12 @@ class TransformedStepper:
         self._forms = forms
         self.prepare = base.prepare
         self._base_advance = getattr(base, "advance", None)  # a TransformedEnv inside
+        # nothing to do per step: the base stepper's own calls (no extra Python frame)
+        self.step_at = self._step_at if self._per_step else base.step_at
+        fused = getattr(base, "step_reset_at", None)
+        if fused is not None and not self._per_step:
+            self._base_fused = fused
+            self.step_reset_at = self._step_reset_at
 
     def bind(self, nxt: list, root: list) -> None:
         """Bind the base stepper to its keys' buffers and each form to its entries."""
@@ -99,12 +105,6 @@ class TransformedStepper:
         self._upto = 0
         for form in self._forms:
             form.bind(self)
-        # nothing to do per step: the base stepper's own calls (no extra Python frame)
-        self.step_at = self._step_at if self._per_step else base.step_at
-        fused = getattr(base, "step_reset_at", None)
-        if fused is not None and not self._per_step:
-            self._base_fused = fused
-            self.step_reset_at = self._step_reset_at
 
     def _step_at(self, action, t: int) -> bool:
         self.base.step_at(action, t)

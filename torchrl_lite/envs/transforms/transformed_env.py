@@ -275,6 +275,11 @@ class TransformedEnv(EnvBase):
         """The transforms' ``_post_step_mdp`` hooks (and the wrapped env's), or None."""
         return self._post_hook
 
+    def _skipped_transforms(self) -> list:
+        """``(transform, reason)`` for the transforms this env and the envs it wraps skip."""
+        own = [(t, t._absent) for t in self._transforms if t._absent is not None]
+        return own + self.base_env._skipped_transforms()
+
     def _refresh(self) -> None:
         """Recompute the specs (a transform's output specs changed)."""
         self._set_transforms(list(self._transforms))
@@ -364,15 +369,6 @@ def _skip(transform: Transform, err: KeyError) -> None:
             stacklevel=5,
         )
     transform._absent = reason
-
-
-def skipped_transforms(env) -> list:
-    """``(transform, reason)`` for the transforms ``env`` (and the envs it wraps) skip."""
-    out = []
-    while isinstance(env, TransformedEnv):
-        out.extend((t, t._absent) for t in env._transforms if t._absent is not None)
-        env = env.base_env
-    return out
 
 
 def _has_post_hook(transform: Transform) -> bool:
