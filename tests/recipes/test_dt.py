@@ -14,8 +14,8 @@ from torchrl_lite.data.datasets import TrajectoryWindows, returns_to_go
 from torchrl_lite.envs import Compose, DTContext, GymEnv, TargetReturn, TransformedEnv
 from torchrl_lite.envs.utils import check_env_specs
 from torchrl_lite.modules.models.decision_transformer import (
+    BoundedDTActor,
     DecisionTransformer,
-    DTActor,
     DTInferenceWrapper,
 )
 from torchrl_lite.objectives import DTLoss
@@ -187,7 +187,7 @@ def test_dt_predicts_the_actions_of_a_known_dataset():
         batch_size=[n],
     )  # fmt: skip
     windows = TrajectoryWindows(data, context_length=4)
-    actor = DTActor(
+    actor = BoundedDTActor(
         DecisionTransformer(3, 1, 4, hidden=32, n_layer=1, dropout=0.0), Bounded(-1.0, 1.0, (1,))
     )
     batch = windows.sample(256, generator=torch.Generator().manual_seed(1))
@@ -213,7 +213,7 @@ def test_dt_action_follows_the_return_it_is_conditioned_on():
         batch_size=[n],
     )  # fmt: skip
     windows = TrajectoryWindows(data, context_length=4, reward_scale=8.0)
-    actor = DTActor(
+    actor = BoundedDTActor(
         DecisionTransformer(3, 1, 4, hidden=32, n_layer=1, dropout=0.0), Bounded(-1.0, 1.0, (1,))
     )
     _fit(windows, actor, 200)

@@ -7,7 +7,7 @@ from tensordict import TensorDict
 
 from torchrl_lite.data.datasets import TrajectoryWindows
 from torchrl_lite.envs import ExplorationType, set_exploration_type
-from torchrl_lite.modules.models.decision_transformer import DecisionTransformer, DTActor
+from torchrl_lite.modules.models.decision_transformer import BoundedDTActor, DecisionTransformer
 from torchrl_lite.recipes import dt
 from torchrl_lite.recipes.common import make_env
 from torchrl_lite.recipes.offline import collect_dataset
@@ -79,7 +79,7 @@ def test_recipe_normalizes_the_same_way_in_training_and_acting(random_file):
         td = env.rollout(4, policy, break_when_any_done=False)
     env.close()
     window = td["context"][:, -1]  # the window the policy acted on at the last step
-    reference = DTActor(DecisionTransformer(3, 1, 3, hidden=8, n_layer=1, dropout=0.0,
+    reference = BoundedDTActor(DecisionTransformer(3, 1, 3, hidden=8, n_layer=1, dropout=0.0,
                                             max_timestep=cfg.max_timestep),
                         env.action_spec)  # fmt: skip
     state = {k: v for k, v in policy.actor.state_dict().items() if "state_" not in k}

@@ -38,8 +38,8 @@ import torch
 from torchrl_lite.data.datasets import TrajectoryWindows
 from torchrl_lite.envs import Compose, DTContext, TargetReturn, TransformedEnv
 from torchrl_lite.modules.models.decision_transformer import (
+    BoundedDTActor,
     DecisionTransformer,
-    DTActor,
     DTInferenceWrapper,
 )
 from torchrl_lite.objectives import DTLoss
@@ -257,7 +257,7 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     env = make_eval_env(cfg)
     check_action_kind(env, ACTIONS, "DT")
     windows = load_windows(cfg, env)
-    actor = DTActor(make_model(cfg, env, windows), env.action_spec)
+    actor = BoundedDTActor(make_model(cfg, env, windows), env.action_spec)
     env.close()
     loss = DTLoss(actor, loss_function="l2")
     batches = OfflineBatches(windows, batch_size=cfg.batch_size, total_steps=cfg.frames)

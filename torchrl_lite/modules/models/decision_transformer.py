@@ -15,7 +15,7 @@ Shapes: ``observation [*B, T, S]``, ``action [*B, T, A]``, ``return_to_go [*B, T
 ``timestep [*B, T]`` (long), ``mask [*B, T]`` (bool); output ``[*B, T, hidden]``.
 
 - :class:`DecisionTransformer`: the network (``nn.Module``).
-- :class:`DTActor`: deterministic actor (DT): tanh head into the action bounds.
+- :class:`BoundedDTActor`: deterministic actor (DT): tanh head into the action bounds.
 - :func:`online_dt_actor`: stochastic actor (ODT): ``ProbabilisticActor`` with a TanhNormal.
 - :class:`DTInferenceWrapper`: acts in an env from the window a
   :class:`~torchrl_lite.envs.transforms.DTContext` transform keeps.
@@ -30,7 +30,13 @@ from torch import nn
 
 from torchrl_lite import _keys as K
 
-__all__ = ["DecisionTransformer", "DTActor", "DTInferenceWrapper", "online_dt_actor", "DT_KEYS"]
+__all__ = [
+    "DecisionTransformer",
+    "BoundedDTActor",
+    "DTInferenceWrapper",
+    "online_dt_actor",
+    "DT_KEYS",
+]
 
 RETURN_TO_GO = "return_to_go"
 TIMESTEP = "timestep"
@@ -191,13 +197,15 @@ class _DeterministicHead(nn.Module):
         return self.centre + self.half_range * torch.tanh(self.head(self.model(*inputs)))
 
 
-class DTActor(TensorDictModule):
+class BoundedDTActor(TensorDictModule):
     """The DT's deterministic actor: predicted actions ``[*B, T, A]`` in the spec's bounds.
 
     Reads ``observation``, ``action`` (the window's actions: the model only sees those
     before each step), ``return_to_go``, ``timestep`` and ``mask`` (see :data:`DT_KEYS`)
     and writes ``action`` (``c + h * tanh(W x)`` from each state token). Train it with
     :class:`~torchrl_lite.objectives.DTLoss`; act with :class:`DTInferenceWrapper`.
+    (TorchRL's ``DTActor``, a plain network over its own windows, is
+    :class:`torchrl_lite.modules.DTActor`.)
 
     Args:
         model: a :class:`DecisionTransformer`.
@@ -208,7 +216,7 @@ class DTActor(TensorDictModule):
     Example:
         >>> from tensordict import TensorDict
         >>> from torchrl_lite.data import Bounded
-        >>> actor = DTActor(DecisionTransformer(3, 1, 4, hidden=16, n_layer=1),
+        >>> actor = BoundedDTActor(DecisionTransformer(3, 1, 4, hidden=16, n_layer=1),
         ...                 Bounded(-2.0, 2.0, (1,)))
         >>> td = TensorDict(observation=torch.randn(5, 4, 3), action=torch.zeros(5, 4, 1),
         ...     return_to_go=torch.zeros(5, 4, 1), timestep=torch.zeros(5, 4, dtype=torch.long),
@@ -287,14 +295,14 @@ class DTInferenceWrapper(TensorDictModuleBase):
     the prediction at the window's last step.
 
     Args:
-        actor: a :class:`DTActor` or :func:`online_dt_actor`.
+        actor: a :class:`BoundedDTActor` or :func:`online_dt_actor`.
         context_key: the entry holding the window (default ``"context"``).
         action_key: where the action goes (default ``"action"``).
 
     Example:
         >>> from tensordict import TensorDict
         >>> from torchrl_lite.data import Bounded
-        >>> actor = DTActor(DecisionTransformer(3, 1, 4, hidden=16, n_layer=1),
+        >>> actor = BoundedDTActor(DecisionTransformer(3, 1, 4, hidden=16, n_layer=1),
         ...                 Bounded(-2.0, 2.0, (1,)))
         >>> window = TensorDict(observation=torch.randn(2, 4, 3), action=torch.zeros(2, 4, 1),
         ...     return_to_go=torch.zeros(2, 4, 1), timestep=torch.zeros(2, 4, dtype=torch.long),
