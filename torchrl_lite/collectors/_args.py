@@ -21,7 +21,7 @@ def check_int(name: str, value, low: int, owner: str) -> int:
     return value
 
 
-def make_env(create_env_fn, kwargs, owner: str) -> EnvBase:
+def build_env(create_env_fn, kwargs, owner: str) -> EnvBase:
     """The env: ``create_env_fn`` itself, or what it returns when called with ``kwargs``."""
     if isinstance(create_env_fn, EnvBase):
         if kwargs:

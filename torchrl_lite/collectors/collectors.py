@@ -25,10 +25,10 @@ from torch import nn
 from torchrl_lite import _keys as K
 from torchrl_lite import _td
 from torchrl_lite.collectors._args import (
+    build_env,
     check_int,
     check_policy,
     check_policy_inputs,
-    make_env,
     param_device,
     to_one_hot,
 )
@@ -179,7 +179,7 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
             trajs_per_batch,
             traj_format,
         )
-        self.env = env = make_env(create_env_fn, create_env_kwargs, owner)
+        self.env = env = build_env(create_env_fn, create_env_kwargs, owner)
         try:
             if auto_register_policy_transforms:
                 self.env = env = register_policy_transforms(env, policy)
