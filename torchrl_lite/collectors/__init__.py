@@ -3,18 +3,19 @@
 ``SyncDataCollector`` (also ``Collector``) runs in this process; ``MultiSyncDataCollector``
 (``MultiSyncCollector``) and ``MultiaSyncDataCollector`` (``MultiAsyncCollector``) run one
 ``SyncDataCollector`` per worker process; ``Collector(..., backend="process" | "ray")``
-builds those (``_dispatch.py``). ``AsyncCollector`` is the one-worker async collector,
+builds those (``_dispatch.py``; ``distributed/`` holds the Ray collector). ``AsyncCollector`` is the one-worker async collector,
 ``Evaluator`` runs evaluation episodes. ``split_trajectories`` pads a batch into
 trajectories.
 """
 
+from torchrl_lite.collectors import distributed  # noqa: F401 (registers backend="ray")
 from torchrl_lite.collectors._async import AsyncCollector
-from torchrl_lite.collectors._dispatch import MultiCollector
 from torchrl_lite.collectors.collectors import Collector, DataCollectorBase, SyncDataCollector
 from torchrl_lite.collectors.evaluator import Evaluator
 from torchrl_lite.collectors.multi import (
     MultiAsyncCollector,
     MultiaSyncDataCollector,
+    MultiCollector,
     MultiSyncCollector,
     MultiSyncDataCollector,
 )

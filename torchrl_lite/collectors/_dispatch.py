@@ -5,7 +5,10 @@ default) collects in this process, ``"process"`` runs one collector per worker p
 (``sync=True``: :class:`MultiSyncDataCollector`, else :class:`MultiaSyncDataCollector`),
 ``"ray"`` runs them as Ray actors. :class:`BackendDispatch` is the metaclass that reads
 those keywords when ``SyncDataCollector`` (also ``Collector``) is called and builds the
-chosen class; the other keywords pass through unchanged.
+chosen class; the other keywords pass through unchanged. The backends other than
+``"direct"`` register their builders here (``register_backend``: ``multi.py`` and
+``distributed/ray_collector.py``, both imported by the ``collectors`` package), so this
+module imports none of them.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 
-__all__ = ["BACKENDS", "BackendDispatch", "MultiCollector"]
+__all__ = ["BACKENDS", "BackendDispatch", "register_backend"]
 
 BACKENDS = ("direct", "process", "ray")
 _UNSUPPORTED = {
@@ -21,6 +24,14 @@ _UNSUPPORTED = {
     "distributed": "torch.distributed",
     "submitit": "submitit",
 }
+_BUILDERS: dict = {}  # backend -> build(*args, sync=..., **kwargs)
+
+
+def register_backend(backend: str, build) -> None:
+    """Make ``Collector(..., backend=backend)`` call ``build(*args, sync=sync, **kwargs)``."""
+    if backend not in BACKENDS or backend == "direct":
+        raise ValueError(f"register_backend: {backend!r} is not one of {list(BACKENDS[1:])}")
+    _BUILDERS[backend] = build
 
 
 class BackendDispatch(type):
@@ -76,17 +87,7 @@ class BackendDispatch(type):
             return super().__call__(*args, **kwargs)
         kwargs.update(options)
         args, kwargs = _env_list(args, kwargs, num_collectors, owner)
-        if backend == "process":
-            from torchrl_lite.collectors.multi import (
-                MultiaSyncDataCollector,
-                MultiSyncDataCollector,
-            )
-
-            target = MultiSyncDataCollector if sync else MultiaSyncDataCollector
-            return target(*args, **kwargs)
-        from torchrl_lite.collectors.distributed import RayCollector
-
-        return RayCollector(*args, sync=bool(sync), **kwargs)
+        return _BUILDERS[backend](*args, sync=sync, **kwargs)
 
 
 def _split_env(args, kwargs):
@@ -133,38 +134,3 @@ def _env_list(args, kwargs, num_collectors, owner):
     else:
         env = [env] * (num_collectors or 1)
     return _put_env(args, kwargs, env, positional)
-
-
-class _MultiDispatch(type):
-    def __call__(cls, *args, sync: bool | None = None, **kwargs):
-        from torchrl_lite.collectors.multi import MultiaSyncDataCollector, MultiSyncDataCollector
-
-        if sync is None:
-            raise TypeError(
-                "MultiCollector needs sync=True (MultiSyncCollector: one batch from every "
-                "worker) or sync=False (MultiAsyncCollector: each worker's batch when ready)."
-            )
-        if not isinstance(sync, bool):
-            raise TypeError(f"MultiCollector: sync must be True or False, got {sync!r}")
-        target = MultiSyncDataCollector if sync else MultiaSyncDataCollector
-        return target(*args, **kwargs)
-
-    def __instancecheck__(cls, instance) -> bool:
-        from torchrl_lite.collectors.multi import _MultiDataCollector
-
-        return isinstance(instance, _MultiDataCollector)
-
-
-class MultiCollector(metaclass=_MultiDispatch):
-    """TorchRL's ``MultiCollector(..., sync=...)``: builds ``MultiSyncCollector``
-    (``sync=True``) or ``MultiAsyncCollector`` (``sync=False``) with the other arguments.
-
-    Example:
-        >>> from torchrl_lite.envs import PendulumEnv
-        >>> collector = MultiCollector([PendulumEnv], None, frames_per_batch=10, sync=True)
-        >>> type(collector).__name__
-        'MultiSyncDataCollector'
-        >>> isinstance(collector, MultiCollector)
-        True
-        >>> collector.shutdown()
-    """

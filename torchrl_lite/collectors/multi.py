@@ -44,6 +44,7 @@ from tensordict import TensorDictBase
 from torchrl_lite.collectors._args import check_int, check_policy
 from torchrl_lite.collectors._base import DataCollectorBase
 from torchrl_lite.collectors._compile import compile_policy_in_place
+from torchrl_lite.collectors._dispatch import register_backend
 from torchrl_lite.collectors._policy import (
     copy_weights,
     has_lazy_params,
@@ -78,6 +79,7 @@ __all__ = [
     "MultiaSyncDataCollector",
     "MultiSyncCollector",
     "MultiAsyncCollector",
+    "MultiCollector",
 ]
 
 _POLL_S = 0.2  # how often a parent waiting on workers checks that they are alive
@@ -595,3 +597,42 @@ class MultiaSyncDataCollector(_MultiDataCollector):
 
 MultiSyncCollector = MultiSyncDataCollector
 MultiAsyncCollector = MultiaSyncDataCollector
+
+
+class _MultiDispatch(type):
+    def __call__(cls, *args, sync: bool | None = None, **kwargs):
+        if sync is None:
+            raise TypeError(
+                "MultiCollector needs sync=True (MultiSyncCollector: one batch from every "
+                "worker) or sync=False (MultiAsyncCollector: each worker's batch when ready)."
+            )
+        if not isinstance(sync, bool):
+            raise TypeError(f"MultiCollector: sync must be True or False, got {sync!r}")
+        target = MultiSyncDataCollector if sync else MultiaSyncDataCollector
+        return target(*args, **kwargs)
+
+    def __instancecheck__(cls, instance) -> bool:
+        return isinstance(instance, _MultiDataCollector)
+
+
+class MultiCollector(metaclass=_MultiDispatch):
+    """TorchRL's ``MultiCollector(..., sync=...)``: builds ``MultiSyncCollector``
+    (``sync=True``) or ``MultiAsyncCollector`` (``sync=False``) with the other arguments.
+
+    Example:
+        >>> from torchrl_lite.envs import PendulumEnv
+        >>> collector = MultiCollector([PendulumEnv], None, frames_per_batch=10, sync=True)
+        >>> type(collector).__name__
+        'MultiSyncDataCollector'
+        >>> isinstance(collector, MultiCollector)
+        True
+        >>> collector.shutdown()
+    """
+
+
+def _build_process(*args, sync, **kwargs) -> _MultiDataCollector:
+    target = MultiSyncDataCollector if sync else MultiaSyncDataCollector
+    return target(*args, **kwargs)
+
+
+register_backend("process", _build_process)  # Collector(..., backend="process")

@@ -25,6 +25,8 @@ from tensordict import TensorDict, TensorDictBase
 
 from torchrl_lite.collectors._args import check_int
 from torchrl_lite.collectors._base import DataCollectorBase
+from torchrl_lite.collectors._dispatch import register_backend
+from torchrl_lite.collectors.collectors import SyncDataCollector
 from torchrl_lite.collectors.distributed.channel import check_channel
 from torchrl_lite.collectors.distributed.ray_session import (
     check_resources,
@@ -34,26 +36,26 @@ from torchrl_lite.collectors.distributed.ray_session import (
 from torchrl_lite.collectors.distributed.ray_workers import WorkerGroup
 from torchrl_lite.collectors.distributed.transport import open_result, weights_message
 from torchrl_lite.collectors.distributed.worker import RolloutWorker
+from torchrl_lite.collectors.multi import MultiaSyncDataCollector, MultiSyncDataCollector
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.workers.pickling import check_picklable
 
 __all__ = ["RayCollector"]
 
-_CLASS_NAMES = {"single": "SyncDataCollector", "sync": "MultiSyncDataCollector",
-                "async": "MultiaSyncDataCollector"}  # fmt: skip
+_CLASSES = {"single": SyncDataCollector, "sync": MultiSyncDataCollector,
+            "async": MultiaSyncDataCollector}  # fmt: skip
+_CLASS_NAMES = {name: cls.__name__ for name, cls in _CLASSES.items()}
 
 
 def _collector_class(value):
     """The remote collector class: a collector class, or TorchRL's short names."""
-    from torchrl_lite import collectors
-
     if isinstance(value, str):
         if value not in _CLASS_NAMES:
             raise ValueError(
                 f"RayCollector: collector_class={value!r} is not a collector name; valid: "
                 f"{sorted(_CLASS_NAMES)} or a collector class (e.g. SyncDataCollector)."
             )
-        return getattr(collectors, _CLASS_NAMES[value])
+        return _CLASSES[value]
     if not (isinstance(value, type) and issubclass(value, DataCollectorBase)):
         raise TypeError(
             f"RayCollector: collector_class must be a collector class (SyncDataCollector, "
@@ -191,8 +193,6 @@ class RayCollector(DataCollectorBase):
         split_trajs: bool = False,
         replay_buffer=None,
     ):
-        from torchrl_lite.collectors import SyncDataCollector
-
         owner = type(self).__name__
         self._init_common(
             frames_per_batch, total_frames, None, split_trajs, postproc, replay_buffer
@@ -336,3 +336,10 @@ class RayCollector(DataCollectorBase):
     def __del__(self):
         with contextlib.suppress(BaseException):  # a finaliser never raises
             self.shutdown()
+
+
+def _build_ray(*args, sync, **kwargs) -> RayCollector:
+    return RayCollector(*args, sync=bool(sync), **kwargs)
+
+
+register_backend("ray", _build_ray)  # Collector(..., backend="ray")
