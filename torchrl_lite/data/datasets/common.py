@@ -24,7 +24,7 @@ from torchrl_lite.data.replay_buffers.replay_buffers import TensorDictReplayBuff
 from torchrl_lite.data.replay_buffers.tensor_storage import TensorStorage
 from torchrl_lite.data.replay_buffers.writers import Writer
 
-__all__ = ["BaseDatasetExperienceReplay", "split_trajectories", "default_data_root"]
+__all__ = ["BaseDatasetExperienceReplay", "default_data_root"]
 
 MASK = ("collector", "mask")
 _CACHE_VERSION = 2  # 2: D4RL's root "reward"
@@ -49,8 +49,11 @@ def traj_ids_from_ends(ends: torch.Tensor) -> torch.Tensor:
     return torch.cumsum(ends, 0) - ends
 
 
-def split_trajectories(data: TensorDictBase, traj_key=_keys.TRAJ_IDS) -> TensorDict:
+def pad_trajectories(data: TensorDictBase, traj_key=_keys.TRAJ_IDS) -> TensorDict:
     """Reshape flat transitions ``[N]`` into padded trajectories ``[K, max_len]``.
+
+    The datasets' own flat-data version of ``collectors.split_trajectories`` (which takes
+    ``[*B, T]`` rollouts); ``data/`` cannot import the collectors.
 
     Steps keep their order; padding is zero and ``("collector", "mask")`` is True on real
     steps. Trajectories are the runs of equal ``data[traj_key]``.
@@ -62,7 +65,7 @@ def split_trajectories(data: TensorDictBase, traj_key=_keys.TRAJ_IDS) -> TensorD
     Example:
         >>> data = TensorDict({("collector", "traj_ids"): torch.tensor([0, 0, 0, 1]),
         ...                    "x": torch.arange(4.0)}, batch_size=[4])
-        >>> out = split_trajectories(data)
+        >>> out = pad_trajectories(data)
         >>> out.shape, out["x"].tolist(), out["collector", "mask"].tolist()
         (torch.Size([2, 3]), [[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]], [[True, True, True], [True, False, False]])
     """
@@ -203,7 +206,7 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
         """A memory-mapped TensorDict folder (TorchRL's cache layout), read as it is."""
         data = TensorDict.load_memmap(folder)
         if self.split_trajs and data.ndim == 1:
-            data = split_trajectories(data.to_tensordict())
+            data = pad_trajectories(data.to_tensordict())
         return data
 
     def _cached(self, source: Path) -> TensorDictBase:
@@ -216,7 +219,7 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
             return TensorDict.load_memmap(cache)
         data = self._convert(source)
         if self.split_trajs:
-            data = split_trajectories(data)
+            data = pad_trajectories(data)
         stamp_file.unlink(missing_ok=True)
         # written next to the cache, then renamed into place: a crash never leaves a
         # half-written cache (the same on every tensordict release)
