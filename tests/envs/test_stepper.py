@@ -11,9 +11,22 @@ from tensordict import TensorDict
 
 from tests.envs.test_fast_rollout import ENVS, _assert_same, _general, _rollouts
 from torchrl_lite.data.tensor_specs import Bounded, Composite, Unbounded
-from torchrl_lite.envs import GymEnv, StepCounter, Transform, TransformedEnv
+from torchrl_lite.envs import (
+    GymEnv,
+    PendulumEnv,
+    SerialEnv,
+    StepCounter,
+    Transform,
+    TransformedEnv,
+)
 from torchrl_lite.envs.common import EnvBase
-from torchrl_lite.envs.stepper import NumpyForm, NumpyStepper, keeps_hooks, numpy_form
+from torchrl_lite.envs.stepper import (
+    NumpyForm,
+    NumpyGroup,
+    NumpyStepper,
+    keeps_hooks,
+    numpy_form,
+)
 from torchrl_lite.envs.stepper.forms import Elementwise
 
 
@@ -25,6 +38,17 @@ def test_every_built_in_stepper_follows_the_protocol(name):
     assert len(stepper.step_layout) == len(stepper.step_keys)
     assert len(stepper.reset_layout) == len(stepper.reset_keys)
     env.close()
+
+
+def test_a_serial_env_of_gym_copies_steps_through_a_group():
+    env = SerialEnv(2, lambda: GymEnv("CartPole-v1"))
+    env.reset()
+    assert isinstance(env._numpy_stepper(), NumpyGroup)
+    env.close()
+    other = SerialEnv(2, PendulumEnv)  # EnvBase._batch_group: no group, the general loop
+    other.reset()
+    assert other._numpy_stepper() is None
+    other.close()
 
 
 class _Walk(EnvBase):

@@ -377,10 +377,11 @@ class EnvBase(ModuleLike, SpecSamples):
         """A faster way to step ``envs`` (copies of this class) as one batch, or None.
 
         ``SerialEnv`` (and so each ``ParallelEnv`` worker) asks the class of its copies.
-        The object returned steps every copy with ``step(action) -> arrays`` and resets the
-        chosen ones with ``reset(chosen) -> arrays`` (numpy arrays in ``step_keys`` /
-        ``reset_keys`` order, batch first); the default (None) steps each copy through
-        ``_step``. ``GymWrapper`` offers one that calls gymnasium directly.
+        The object returned (a ``NumpyGroup``, ``envs/stepper``) steps every copy with
+        ``step(action) -> arrays`` and resets the chosen ones with ``reset(chosen) ->
+        arrays`` (numpy arrays in ``step_keys`` / ``reset_keys`` order, batch first); the
+        default (None) steps each copy through ``_step``. ``GymWrapper`` offers one that
+        calls gymnasium directly.
         """
         return None
 

@@ -11,8 +11,9 @@ the env left in the same state (``tests/envs/test_fast_rollout.py`` checks each 
 
 The implementations, each offered by its env's ``_numpy_stepper``:
 
-* ``gym.py``: ``GymGroup`` (one plain ``GymWrapper``, or a ``SerialEnv`` of them) and
-  ``VectorStepper`` (a gymnasium vector env);
+* ``gym.py``: ``GymGroup`` (one plain ``GymWrapper``, or a ``SerialEnv`` of them: a
+  ``NumpyGroup``, which ``GymWrapper._batch_group`` offers) and ``VectorStepper`` (a
+  gymnasium vector env);
 * ``parallel.py``: ``ParallelStepper`` (a ``ParallelEnv``'s shared memory);
 * ``transformed.py``: ``TransformedStepper`` (a ``TransformedEnv``: the wrapped env's
   stepper, then each transform's ``NumpyForm``, which ``Transform._numpy_form`` returns).
@@ -29,7 +30,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
-__all__ = ["NumpyForm", "NumpyStepper", "keeps_hooks", "numpy_form"]
+__all__ = ["NumpyForm", "NumpyGroup", "NumpyStepper", "keeps_hooks", "numpy_form"]
 
 
 @runtime_checkable
@@ -69,6 +70,24 @@ class NumpyStepper(Protocol):
 
     def reset_at(self, chosen, t: int) -> None:
         """Reset the copies ``chosen`` (indices) into the root row ``t``."""
+
+
+@runtime_checkable
+class NumpyGroup(NumpyStepper, Protocol):
+    """Copies of one env class stepped as one batch: what ``EnvBase._batch_group`` returns.
+
+    ``SerialEnv`` (and so each ``ParallelEnv`` worker) asks the class of its copies for a
+    group and steps them through it, returning new ``[n, ...]`` arrays per call; it is
+    also the ``SerialEnv``'s ``NumpyStepper``, so it has both sets of methods.
+    """
+
+    def step(self, action: torch.Tensor, out: list[np.ndarray] | None = None) -> list:
+        """Step copy ``i`` with ``action[i]``; the ``[n, ...]`` results in ``step_keys``
+        order, written into ``out`` (new arrays when None)."""
+
+    def reset(self, chosen, out: list[np.ndarray] | None = None) -> list:
+        """Reset the copies ``chosen``; the last reset of every copy (``reset_keys``
+        order), or the chosen rows written into ``out``."""
 
 
 @runtime_checkable
