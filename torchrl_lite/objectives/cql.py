@@ -4,6 +4,20 @@
 Paper: Kumar et al. 2020, "Conservative Q-Learning for Offline Reinforcement Learning",
 https://arxiv.org/abs/2006.04779.
 
+``CQLLoss``: for each Q-network ``i`` the penalty is ``min_q_weight * (mean(T *
+logsumexp_j((Q_i(s, a_j) - log q(a_j)) / T)) - mean(Q_i(s, a_data)))``, the log-sum-exp
+over ``3 * num_random`` sampled actions ``a_j`` with their importance weights ``log q``:
+uniform actions in the action bounds (``log q = -sum log(high - low)``) and actions of the
+current policy at ``s`` and at ``s'`` (``log q = log pi(a_j|.)``), all evaluated at ``s``;
+the samples carry no gradient. ``loss_cql`` sums the penalties over the Q-networks. With
+``with_lagrange`` the penalty becomes ``alpha' * (penalty - lagrange_thresh)`` (``alpha' =
+exp(log_alpha_prime)`` detached) and ``loss_alpha_prime = -mean_i(alpha' * (penalty_i -
+lagrange_thresh))`` (penalty detached) tunes ``alpha'``. With ``deterministic_backup`` the
+target has no entropy term; with ``max_q_backup`` it is ``max_j min_i Q'_i(s', a'_j)`` over
+``num_random`` policy actions at ``s'``. ``loss_actor_bc = mean(alpha * log pi(a|s) - log
+pi(a_data|s))`` is the behaviour-cloning actor loss TorchRL's CQL scripts optimise instead
+of ``loss_actor`` for the first updates: name the terms you sum.
+
 Shapes: a batch ``[*B]``; Q-values of the ``N`` Q-networks ``[N, *B]``; of the ``S``
 sampled actions per state ``[N, S, *B]``; discrete action values ``[*B, n_actions]``.
 """
@@ -25,43 +39,21 @@ __all__ = ["CQLLoss", "DiscreteCQLLoss"]
 class CQLLoss(SACLoss):
     """CQL(H): SAC's losses plus a penalty on the soft maximum of Q over actions.
 
-    For each Q-network ``i`` the penalty is ``min_q_weight * (mean(T * logsumexp_j((Q_i(s,
-    a_j) - log q(a_j)) / T)) - mean(Q_i(s, a_data)))``, the log-sum-exp taken over
-    ``3 * num_random`` sampled actions ``a_j`` with their importance weights ``log q``:
-    uniform actions in the action bounds (``log q = -sum log(high - low)``), actions of
-    the current policy at ``s`` and at ``s'`` (``log q = log pi(a_j|.)``), all evaluated at
-    ``s``; the samples carry no gradient. ``loss_cql`` sums the penalties over the
-    Q-networks. With ``with_lagrange`` the penalty becomes ``alpha' * (penalty -
-    lagrange_thresh)`` (``alpha' = exp(log_alpha_prime)`` detached) and
-    ``loss_alpha_prime = -mean_i(alpha' * (penalty_i - lagrange_thresh))`` (penalty
-    detached) tunes ``alpha'``. The SAC terms (``loss_actor``, ``loss_qvalue``,
-    ``loss_alpha``) are those of :class:`SACLoss`, except that with
-    ``deterministic_backup`` the target has no entropy term and with ``max_q_backup`` it
-    is ``max_j min_i Q'_i(s', a'_j)`` over ``num_random`` policy actions at ``s'``.
-    ``loss_actor_bc = mean(alpha * log pi(a|s) - log pi(a_data|s))`` (``a`` the actor
-    loss's sample) is the behaviour-cloning actor loss that TorchRL's CQL scripts
-    optimise instead of ``loss_actor`` for the first updates; it is returned for them
-    to pick, so a sum of every ``loss_*`` entry counts it too (name the terms to sum).
-    Paper: https://arxiv.org/abs/2006.04779.
+    The penalty and ``loss_actor_bc``: see the module docstring; the rest is SAC's.
 
     Args:
-        actor_network: a probabilistic actor (``get_dist``), e.g. a ``ProbabilisticActor``
-            with a ``TanhNormal``.
+        actor_network: a probabilistic actor (``get_dist``), e.g. with a ``TanhNormal``.
         qvalue_network: a TensorDict module reading the observation and ``"action"`` and
             writing ``"state_action_value"`` ``[*B, 1]``; copied ``num_qvalue_nets`` times.
         action_spec: a bounded action spec (else the actor's) for the uniform actions.
         num_random: the number of sampled actions of each kind per state.
         temperature: ``T`` of the log-sum-exp.
         min_q_weight: the weight of the penalty.
-        with_lagrange: tune the penalty's weight ``alpha'`` to keep it near
-            ``lagrange_thresh``.
+        with_lagrange: tune the penalty's weight ``alpha'`` toward ``lagrange_thresh``.
         lagrange_thresh: the target of the penalty with ``with_lagrange``.
         max_q_backup: use the max over sampled next actions in the target.
         deterministic_backup: drop the entropy term from the target.
-        **kwargs: the other arguments of :class:`SACLoss` (``num_qvalue_nets``,
-            ``loss_function``, ``alpha_init``, ``min_alpha``, ``max_alpha``,
-            ``fixed_alpha``, ``target_entropy``, ``delay_actor``, ``delay_qvalue``,
-            ``gamma``).
+        **kwargs: the other arguments of :class:`SACLoss` (``num_qvalue_nets``, ...).
 
     Example:
         >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
