@@ -3,6 +3,13 @@ count (discrete IQL/CQL log episode lengths from it), CQLLoss's v0.4 output keys
 envs handed unstarted to multiprocess collectors (REDQ), and the offline caches that the
 bandit and discrete CQL scripts read."""
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
 import pytest
 import torch
 from tensordict import TensorDict
@@ -10,9 +17,13 @@ from tensordict.nn import NormalParamExtractor, TensorDictModule
 from torch import nn
 
 from tests.collectors.helpers import CountingEnv, constant_policy
-from torchrl_lite.collectors import MultiSyncDataCollector, SyncDataCollector
+from torchrl_lite.collectors import (
+    MultiaSyncDataCollector,
+    MultiSyncDataCollector,
+    SyncDataCollector,
+)
 from torchrl_lite.data import Bounded
-from torchrl_lite.envs import SerialEnv, StepCounter, TransformedEnv
+from torchrl_lite.envs import ParallelEnv, SerialEnv, StepCounter, TransformedEnv
 from torchrl_lite.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.objectives import CQLLoss
 from torchrl_lite.recipes import cql as cql_recipe
@@ -127,3 +138,105 @@ def test_cql_recipe_optimises_the_terms_it_always_did():
     _, loss, batch = _cql_parts()
     summed = [k for k in loss(batch).keys() if k.startswith("loss_") and k != "loss_actor_bc"]
     assert list(cql_recipe.LOSS_TERMS) == summed
+
+
+# -- batched envs inside multiprocess collectors (REDQ) ---------------------------------
+def _parallel_counters():
+    return ParallelEnv(2, lambda: CountingEnv(limit=100))
+
+
+def _check_counts(data):
+    count, next_count = data["count"], data["next", "count"]
+    assert torch.equal(next_count, count + 1)  # every copy stepped once per recorded step
+
+
+def test_multiprocess_collector_runs_parallel_env_constructors():
+    # each collector worker runs a ParallelEnv of its own (worker processes of a worker)
+    collector = MultiSyncDataCollector(
+        [_parallel_counters] * 2, constant_policy(), frames_per_batch=16, total_frames=32
+    )
+    batches = list(collector)
+    collector.shutdown()
+    assert [b.batch_size for b in batches] == [torch.Size([2, 2, 4])] * 2  # workers, envs, T
+    for data in batches:
+        _check_counts(data)
+
+
+def test_a_started_parallel_env_instance_is_shipped_unstarted_and_restarts():
+    # TorchRL's REDQ script hands TransformedEnv(ParallelEnv(...)) itself to the collector
+    env = TransformedEnv(_parallel_counters(), StepCounter(max_steps=3))
+    assert env.base_env.worker_pids  # ours start at construction
+    with pytest.warns(UserWarning, match="same env instance"):
+        collector = MultiaSyncDataCollector(
+            [env, env], constant_policy(), frames_per_batch=6, total_frames=24
+        )
+    assert env.is_closed  # stopped here: each collector worker started its own copy
+    for data in collector:
+        assert data.batch_size == torch.Size([2, 3])
+        assert data["next", "step_count"][0].flatten().tolist() == [1, 2, 3]
+        _check_counts(data)
+    collector.shutdown()
+    assert env.rollout(2, constant_policy()).batch_size == torch.Size([2, 2])  # restarted
+    env.close()
+
+
+def test_transformed_env_start_reopens_its_base_env():
+    env = TransformedEnv(_parallel_counters(), StepCounter())
+    env.close()
+    env.start()
+    assert not env.is_closed and not env.base_env.is_closed
+    assert env.reset()["step_count"].flatten().tolist() == [0, 0]
+    env.close()
+
+
+def test_transformed_env_start_error_names_the_base_env():
+    class NoRestart(CountingEnv):
+        pass
+
+    env = TransformedEnv(NoRestart(), StepCounter())
+    env.close()
+    with pytest.raises(RuntimeError, match="base env NoRestart cannot start again"):
+        env.start()
+
+
+_EXIT_SCRIPT = """
+import os, sys
+from tests.collectors.helpers import CountingEnv, constant_policy
+from torchrl_lite.collectors import MultiSyncDataCollector
+from torchrl_lite.envs import ParallelEnv
+
+def make():
+    return ParallelEnv(2, lambda: CountingEnv(limit=100))
+
+if __name__ == "__main__":
+    collector = MultiSyncDataCollector([make] * 2, constant_policy(), frames_per_batch=8)
+    next(iter(collector))
+    print(" ".join(str(p.pid) for p in collector._procs), flush=True)
+    if sys.argv[1] == "raise":
+        raise ValueError("boom")
+"""
+
+
+@pytest.mark.parametrize("how", ["end", "raise"])
+def test_script_with_nested_workers_exits_without_shutdown(tmp_path, how):
+    # collector workers are not daemonic (they start processes); the collector's
+    # finalizer still stops them when a script ends without shutdown()
+    script = tmp_path / "script.py"
+    script.write_text(_EXIT_SCRIPT)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    start = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, str(script), how],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert time.monotonic() - start < 60
+    assert (out.returncode == 0) == (how == "end"), out.stderr[-2000:]
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 2
+    time.sleep(0.5)
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)

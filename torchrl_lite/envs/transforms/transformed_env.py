@@ -306,6 +306,18 @@ class TransformedEnv(EnvBase):
             self.base_env.close()
         super().close(raise_if_closed=raise_if_closed)
 
+    def start(self) -> None:
+        """Use the env again after ``close()``: the base env starts again (a batched env
+        starts new workers); an error if it cannot."""
+        start = getattr(self.base_env, "start", None)
+        if start is None:
+            raise RuntimeError(
+                f"TransformedEnv.start: the base env {type(self.base_env).__name__} cannot "
+                "start again after close(); build a new env."
+            )
+        start()
+        self.is_closed = bool(self.base_env.is_closed)
+
     def _check_open(self, what: str) -> None:
         # over a batched env, which starts its copies again after close(), so does this env
         if self.is_closed and hasattr(self.base_env, "_restart"):
