@@ -1,11 +1,27 @@
 """Soft actor-critic: ``SACLoss`` (continuous actions) and ``DiscreteSACLoss``.
 
-Papers: Haarnoja et al. 2018, "Soft Actor-Critic: Off-Policy Maximum Entropy Deep
-Reinforcement Learning with a Stochastic Actor", https://arxiv.org/abs/1801.01290 (v1, with
-a state-value network); Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and
-Applications", https://arxiv.org/abs/1812.05905 (v2: no value network, learned
-temperature); Christodoulou 2019, "Soft Actor-Critic for Discrete Action Settings",
-https://arxiv.org/abs/1910.07207.
+Papers: Haarnoja et al. 2018, https://arxiv.org/abs/1801.01290 (v1, with a state-value
+network) and https://arxiv.org/abs/1812.05905 (v2: no value network, learned temperature);
+Christodoulou 2019, https://arxiv.org/abs/1910.07207 (discrete actions).
+
+``SACLoss``, with ``a ~ pi(.|s)`` reparameterised, ``a' ~ pi(.|s')`` and ``alpha`` detached:
+
+- ``loss_actor = mean(alpha * log pi(a|s) - min_i Q_i(s, a))`` (Q parameters detached);
+- ``loss_qvalue = sum_i mean(d(Q_i(s, a_data), y))`` with ``y = r + gamma * (1 -
+  terminated) * (min_i Q'_i(s', a') - alpha * log pi(a'|s'))`` (``Q'`` the target
+  Q-networks; ``y`` from the value estimator, TD(0) by default);
+- ``loss_alpha = -mean(log_alpha * (log pi(a|s) + target_entropy))`` (log-probabilities
+  detached; zero with ``fixed_alpha``);
+- with a ``value_network`` (SAC v1) ``y = r + gamma * (1 - terminated) * V'(s')`` and
+  ``loss_value = mean(d(V(s), min_i Q_i(s, a) - alpha * log pi(a|s)))`` (target detached);
+- ``entropy = -mean log pi(a|s)``; the TD error ``max_i |Q_i - y|`` is written into the
+  batch per sample (``"td_error"``) and returned, with the detached ``alpha``.
+
+``DiscreteSACLoss`` takes expectations over the ``n`` actions, with ``pi = pi(.|s)``,
+``pi' = pi(.|s')`` and ``H(pi)`` detached: ``loss_actor = mean(sum_a pi(a) * (alpha *
+log pi(a) - min_i Q_i(s, a)))`` (Q detached), ``y = r + gamma * (1 - terminated) * sum_a
+pi'(a) * (min_i Q'_i(s', a) - alpha * log pi'(a))`` and ``loss_alpha = -mean(log_alpha *
+(-H(pi) + target_entropy))``; ``entropy = mean H(pi)``.
 
 Shapes: a batch ``[*B]``; Q-values of the ``N`` Q-networks ``[N, *B]`` (``[N, *B, n]`` for
 discrete actions); log-probabilities ``[*B]``; targets ``[*B, 1]``.
@@ -59,29 +75,11 @@ class _SACKeys:
 
 
 class SACLoss(Temperature, OffPolicyLoss):
-    """The soft actor-critic loss, with a learned temperature (SAC v2 by default).
-
-    With ``a ~ pi(.|s)`` reparameterised, ``a' ~ pi(.|s')`` and ``alpha`` detached:
-
-    - ``loss_actor = mean(alpha * log pi(a|s) - min_i Q_i(s, a))`` (Q parameters detached);
-    - ``loss_qvalue = sum_i mean(d(Q_i(s, a_data), y))`` with
-      ``y = r + gamma * (1 - terminated) * (min_i Q'_i(s', a') - alpha * log pi(a'|s'))``
-      (``Q'`` the target Q-networks; ``y`` from the value estimator, TD(0) by default);
-    - ``loss_alpha = -mean(log_alpha * (log pi(a|s) + target_entropy))`` (log-probabilities
-      detached; zero with ``fixed_alpha``).
-
-    With a ``value_network`` (SAC v1) the target is ``y = r + gamma * (1 - terminated) *
-    V'(s')`` (``V'`` its target copy) and ``loss_value = mean(d(V(s), min_i Q_i(s, a) -
-    alpha * log pi(a|s)))`` (the regression target detached) is added. Also returns the
-    detached ``alpha``, ``entropy`` (``-mean log pi(a|s)``) and ``td_error``; writes the
-    per-sample TD error ``max_i |Q_i - y|`` into the batch at ``"td_error"``. Papers:
-    https://arxiv.org/abs/1801.01290, https://arxiv.org/abs/1812.05905.
+    """The soft actor-critic loss, SAC v2 by default (its terms: the module docstring).
 
     Args:
-        actor_network: a probabilistic actor (``get_dist``), e.g. a ``ProbabilisticActor``
-            with a ``TanhNormal``.
-        qvalue_network: a TensorDict module reading the observation and ``"action"`` and
-            writing ``"state_action_value"`` ``[*B, 1]``; copied ``num_qvalue_nets`` times.
+        actor_network: a probabilistic actor (``get_dist``), e.g. with a ``TanhNormal``.
+        qvalue_network: a TensorDict module writing ``"state_action_value"`` ``[*B, 1]``.
         value_network: a state-value network (SAC v1), or None (SAC v2).
         num_qvalue_nets: the number of Q-networks.
         loss_function: ``"l2"``, ``"l1"`` or ``"smooth_l1"``, the regression distance ``d``.
@@ -89,9 +87,8 @@ class SACLoss(Temperature, OffPolicyLoss):
         min_alpha: lower bound of the temperature (None: none).
         max_alpha: upper bound of the temperature (None: none).
         fixed_alpha: keep the temperature at ``alpha_init``.
-        target_entropy: the entropy target, or ``"auto"`` for ``-prod(action_shape)``
-            (the shape of ``action_spec`` if given, else of the first batch's actions).
-        action_spec: the action spec of one environment (no batch dims), or None.
+        target_entropy: the entropy target, or ``"auto"`` for ``-prod(action_shape)``.
+        action_spec: one env's action spec (no batch dims), else the first batch's actions.
         delay_actor: sample ``a'`` from a target copy of the actor.
         delay_qvalue: use target copies of the Q-networks (SAC v2).
         delay_value: use a target copy of the value network (SAC v1).
@@ -108,10 +105,8 @@ class SACLoss(Temperature, OffPolicyLoss):
         >>> batch = TensorDict(observation=torch.randn(8, 3), action=torch.rand(8, 2),
         ...     next=TensorDict(observation=torch.randn(8, 3), reward=torch.randn(8, 1),
         ...         done=torch.zeros(8, 1, dtype=torch.bool), batch_size=[8]), batch_size=[8])
-        >>> losses = loss_module(batch)
-        >>> sorted(k for k in losses.keys() if k.startswith("loss_"))
+        >>> sorted(k for k in loss_module(batch).keys() if k.startswith("loss_"))
         ['loss_actor', 'loss_alpha', 'loss_qvalue']
-        >>> total = sum(v for k, v in losses.items() if k.startswith("loss_"))
     """
 
     _AcceptedKeys = _SACKeys
@@ -269,19 +264,7 @@ class _DiscreteSACKeys:
 class DiscreteSACLoss(Temperature, OffPolicyLoss):
     """Soft actor-critic for discrete actions: expectations over actions replace samples.
 
-    With ``pi = pi(.|s)`` and ``pi' = pi(.|s')`` (vectors over the ``n`` actions) and
-    ``alpha`` detached:
-
-    - ``loss_actor = mean(sum_a pi(a) * (alpha * log pi(a) - min_i Q_i(s, a)))`` (Q-values
-      detached);
-    - ``loss_qvalue = sum_i mean(d(Q_i(s, a_data), y))`` with
-      ``y = r + gamma * (1 - terminated) * sum_a pi'(a) * (min_i Q'_i(s', a) - alpha *
-      log pi'(a))``;
-    - ``loss_alpha = -mean(log_alpha * (-H(pi) + target_entropy))`` (``H(pi)`` detached).
-
-    Also returns the detached ``alpha``, ``entropy`` (``mean H(pi)``) and ``td_error``;
-    writes the per-sample TD error into the batch at ``"td_error"``. Paper:
-    https://arxiv.org/abs/1910.07207.
+    Its terms are in the module docstring; the outputs are ``SACLoss``'s.
 
     Args:
         actor_network: a probabilistic actor over the actions (its distribution has
