@@ -98,6 +98,19 @@ def _replay_factory(cfg):
     return ReplayBuffer.create_factory(size=cfg.buffer_size)
 
 
+class _RecipeLoss:
+    """``(policy, value) -> loss``: the recipe's own ``make_loss(cfg, policy, value)``, so
+    the recipe's field names reach the loss as they are (picklable)."""
+
+    def __init__(self, algo: str, cfg):
+        self.algo, self.cfg = algo, cfg
+
+    def __call__(self, policy, value):
+        from torchrl_lite.recipes import get_recipe
+
+        return get_recipe(self.algo).make_loss(self.cfg, policy, value)
+
+
 class _RecipeA2CActor:
     """The A2C recipe's networks (observation statistics from a seeded random rollout of
     the recipe's env), as an ``OnPolicyActor`` (picklable factory)."""
@@ -131,12 +144,10 @@ def _ppo(cfg):
         algo_factory=PPO.create_factory(
             lr=cfg.lr,
             num_epochs=cfg.epochs,
-            clip_param=cfg.clip_epsilon,
-            entropy_coef=cfg.entropy_coef,
-            value_loss_coef=cfg.critic_coef,
             max_grad_norm=cfg.max_grad_norm,
             mini_batch_size=cfg.mini_batch_size,
             gamma=cfg.gamma,
+            make_loss=_RecipeLoss("ppo", cfg),
         ),  # fmt: skip
         actor_factory=OnPolicyActor.create_factory(
             obs, act, feature_extractor_kwargs=hidden, **policy
@@ -173,11 +184,10 @@ def _a2c(cfg):
     return dict(
         algo_factory=A2C.create_factory(
             lr=cfg.lr,
-            entropy_coef=cfg.entropy_coef,
-            value_loss_coef=cfg.critic_coef,
             max_grad_norm=cfg.max_grad_norm,
             gamma=cfg.gamma,
             lr_decay_updates=updates,
+            make_loss=_RecipeLoss("a2c", cfg),
         ),  # fmt: skip
         actor_factory=_RecipeA2CActor(cfg, obs, act),
         storage_factory=GAEBuffer.create_factory(

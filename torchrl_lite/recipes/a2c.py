@@ -141,12 +141,9 @@ def make_actor_critic(cfg: Config, env):
     return actor, critic
 
 
-def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
-    """Everything to train: ``(trainer, policy)``; hooks registered."""
-    torch.manual_seed(cfg.seed)
-    env = make_train_env(cfg)
-    actor, critic = make_actor_critic(cfg, env)
-    loss = A2CLoss(
+def make_loss(cfg: Config, actor, critic) -> A2CLoss:
+    """The A2C loss: an entropy bonus and an L2 value loss weighted by ``critic_coef``."""
+    return A2CLoss(
         actor,
         critic,
         entropy_bonus=cfg.entropy_coef > 0,
@@ -154,6 +151,14 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         critic_coef=cfg.critic_coef,
         loss_critic_type="l2",
     )
+
+
+def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
+    """Everything to train: ``(trainer, policy)``; hooks registered."""
+    torch.manual_seed(cfg.seed)
+    env = make_train_env(cfg)
+    actor, critic = make_actor_critic(cfg, env)
+    loss = make_loss(cfg, actor, critic)
     collector = SyncDataCollector(
         env,
         actor,

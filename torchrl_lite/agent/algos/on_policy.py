@@ -1,10 +1,13 @@
 """Seed 000's on-policy algorithms: ``PPO`` (``ClipPPOLoss``) and ``A2C`` (``A2CLoss``).
 
-``create_factory(...)`` takes PyTorchRL's hyperparameter names; its defaults are the
-recipes' (``torchrl_lite.recipes.ppo`` / ``.a2c``), so ``PPO.create_factory()`` trains
-like ``torchrl-lite train ppo``. Name mapping: ``clip_param`` -> ``clip_epsilon``,
-``value_loss_coef`` -> ``critic_coef``, ``use_clipped_value_loss`` -> ``clip_value =
-clip_param``; ``gamma`` is read by the storage's advantage estimator.
+These are adapters: ``create_factory(...)`` takes PyTorchRL's hyperparameter names (seed
+000's scripts pass them), and its defaults are the recipes' (``torchrl_lite.recipes.ppo``
+/ ``.a2c``), so ``PPO.create_factory()`` trains like ``torchrl-lite train ppo``. Adapter
+names: ``clip_param`` is the loss's ``clip_epsilon``, ``value_loss_coef`` its
+``critic_coef``, ``use_clipped_value_loss`` sets ``clip_value = clip_param``; ``gamma``
+is read by the storage's advantage estimator. ``make_loss`` hands in a loss built
+elsewhere instead: the command line's Scheme path passes the recipe's own ``make_loss``,
+so the recipe's field names reach the loss unchanged.
 """
 
 from __future__ import annotations
@@ -85,20 +88,23 @@ class PPO(_OnPolicy):
                  clip_param=_PPO.clip_epsilon, entropy_coef=_PPO.entropy_coef,
                  value_loss_coef=_PPO.critic_coef, max_grad_norm=_PPO.max_grad_norm,
                  num_mini_batch=None, mini_batch_size=None, use_clipped_value_loss=False,
-                 gamma=_PPO.gamma):  # fmt: skip
+                 gamma=_PPO.gamma, make_loss=None):  # fmt: skip
         super().__init__(device, actor, lr=lr, num_epochs=num_epochs,
                          num_mini_batch=num_mini_batch, mini_batch_size=mini_batch_size,
                          max_grad_norm=max_grad_norm, gamma=gamma)  # fmt: skip
-        self.loss_module = ClipPPOLoss(
-            actor.policy,
-            actor.value,
-            clip_epsilon=clip_param,
-            entropy_bonus=entropy_coef > 0,
-            entropy_coef=entropy_coef,
-            critic_coef=value_loss_coef,
-            normalize_advantage=True,  # as the recipe
-            clip_value=clip_param if use_clipped_value_loss else None,
-        )
+        if make_loss is not None:  # ``(policy, value) -> loss``, e.g. the recipe's own
+            self.loss_module = make_loss(actor.policy, actor.value)
+        else:
+            self.loss_module = ClipPPOLoss(
+                actor.policy,
+                actor.value,
+                clip_epsilon=clip_param,
+                entropy_bonus=entropy_coef > 0,
+                entropy_coef=entropy_coef,
+                critic_coef=value_loss_coef,
+                normalize_advantage=True,  # as the recipe
+                clip_value=clip_param if use_clipped_value_loss else None,
+            )
         self._make_optimizer(lr)
 
     @classmethod
@@ -106,9 +112,11 @@ class PPO(_OnPolicy):
                        entropy_coef=_PPO.entropy_coef, value_loss_coef=_PPO.critic_coef,
                        max_grad_norm=_PPO.max_grad_norm, num_mini_batch=None,
                        mini_batch_size=None, use_clipped_value_loss=False,
-                       gamma=_PPO.gamma):  # fmt: skip
+                       gamma=_PPO.gamma, make_loss=None):  # fmt: skip
         """``algo_factory(device, actor) -> PPO``. Without ``num_mini_batch`` and
-        ``mini_batch_size``, minibatches of the recipe's ``mini_batch_size`` (64)."""
+        ``mini_batch_size``, minibatches of the recipe's ``mini_batch_size`` (64); with
+        ``make_loss`` (a picklable ``(policy, value) -> loss``), that loss instead of one
+        built from the loss settings here."""
         if num_mini_batch is None and mini_batch_size is None:
             mini_batch_size = _PPO.mini_batch_size
         _check_batches("PPO", num_mini_batch, mini_batch_size)
@@ -116,7 +124,7 @@ class PPO(_OnPolicy):
             lr=lr, num_epochs=num_epochs, clip_param=clip_param, entropy_coef=entropy_coef,
             value_loss_coef=value_loss_coef, max_grad_norm=max_grad_norm,
             num_mini_batch=num_mini_batch, mini_batch_size=mini_batch_size,
-            use_clipped_value_loss=use_clipped_value_loss, gamma=gamma,
+            use_clipped_value_loss=use_clipped_value_loss, gamma=gamma, make_loss=make_loss,
         ))  # fmt: skip
 
     def _parameter_setters(self) -> dict:
@@ -149,28 +157,32 @@ class A2C(_OnPolicy):
     def __init__(self, device, actor, lr=_A2C.lr, num_epochs=1, entropy_coef=_A2C.entropy_coef,
                  value_loss_coef=_A2C.critic_coef, max_grad_norm=_A2C.max_grad_norm,
                  num_mini_batch=1, mini_batch_size=None, gamma=_A2C.gamma,
-                 lr_decay_updates=None):  # fmt: skip
+                 lr_decay_updates=None, make_loss=None):  # fmt: skip
         self.lr, self.lr_decay_updates = float(lr), lr_decay_updates
         super().__init__(device, actor, lr=lr, num_epochs=num_epochs,
                          num_mini_batch=num_mini_batch, mini_batch_size=mini_batch_size,
                          max_grad_norm=max_grad_norm, gamma=gamma)  # fmt: skip
-        self.loss_module = A2CLoss(
-            actor.policy,
-            actor.value,
-            entropy_bonus=entropy_coef > 0,
-            entropy_coef=entropy_coef,
-            critic_coef=value_loss_coef,
-            loss_critic_type="l2",  # as the recipe
-        )
+        if make_loss is not None:  # ``(policy, value) -> loss``, e.g. the recipe's own
+            self.loss_module = make_loss(actor.policy, actor.value)
+        else:
+            self.loss_module = A2CLoss(
+                actor.policy,
+                actor.value,
+                entropy_bonus=entropy_coef > 0,
+                entropy_coef=entropy_coef,
+                critic_coef=value_loss_coef,
+                loss_critic_type="l2",  # as the recipe
+            )
         self._make_optimizer(lr)
 
     @classmethod
     def create_factory(cls, lr=_A2C.lr, num_epochs=1, entropy_coef=_A2C.entropy_coef,
                        value_loss_coef=_A2C.critic_coef, max_grad_norm=_A2C.max_grad_norm,
                        num_mini_batch=1, mini_batch_size=None, gamma=_A2C.gamma,
-                       lr_decay_updates=None):  # fmt: skip
+                       lr_decay_updates=None, make_loss=None):  # fmt: skip
         """``algo_factory(device, actor) -> A2C``; with ``lr_decay_updates`` the step size
-        decays linearly to zero over that many updates (the recipe's ``lr_decay``)."""
+        decays linearly to zero over that many updates (the recipe's ``lr_decay``); with
+        ``make_loss`` (a picklable ``(policy, value) -> loss``), that loss."""
         if mini_batch_size is not None:
             num_mini_batch = None
         _check_batches("A2C", num_mini_batch, mini_batch_size)
@@ -178,7 +190,7 @@ class A2C(_OnPolicy):
             lr=lr, num_epochs=num_epochs, entropy_coef=entropy_coef,
             value_loss_coef=value_loss_coef, max_grad_norm=max_grad_norm,
             num_mini_batch=num_mini_batch, mini_batch_size=mini_batch_size, gamma=gamma,
-            lr_decay_updates=lr_decay_updates,
+            lr_decay_updates=lr_decay_updates, make_loss=make_loss,
         ))  # fmt: skip
 
     def _update_targets(self) -> None:  # after each optimizer step: the decayed step size
