@@ -3,6 +3,17 @@
 Paper: Lillicrap et al. 2015, "Continuous control with deep reinforcement learning",
 https://arxiv.org/abs/1509.02971.
 
+With ``mu`` the actor, ``Q`` the value network and ``mu'``/``Q'`` their target copies:
+
+- ``loss_actor = -mean(Q(s, mu(s)))`` (Q parameters detached);
+- ``loss_value = mean(d(Q(s, a_data), y))`` with
+  ``y = r + gamma * (1 - terminated) * Q'(s', mu'(s'))`` (from the value estimator,
+  TD(0) by default), each term weighted by the batch's importance weights
+  ``"_weight"`` when a prioritized buffer added them.
+
+Also returns the detached ``td_error``, ``pred_value`` and ``target_value`` means;
+writes the per-sample TD error ``|Q - y|`` into the batch at ``"td_error"``.
+
 Shapes: a batch ``[*B]``; actions ``[*B, *action_shape]``; Q-values ``[*B]`` (the network
 writes ``[*B, 1]``); targets ``[*B, 1]``.
 """
@@ -45,17 +56,7 @@ class _DDPGKeys:
 class DDPGLoss(OffPolicyLoss):
     """The DDPG loss: a deterministic policy gradient through a learned Q-function.
 
-    With ``mu`` the actor, ``Q`` the value network and ``mu'``/``Q'`` their target copies:
-
-    - ``loss_actor = -mean(Q(s, mu(s)))`` (Q parameters detached);
-    - ``loss_value = mean(d(Q(s, a_data), y))`` with
-      ``y = r + gamma * (1 - terminated) * Q'(s', mu'(s'))`` (from the value estimator,
-      TD(0) by default), each term weighted by the batch's importance weights
-      ``"_weight"`` when a prioritized buffer added them.
-
-    Also returns the detached ``td_error``, ``pred_value`` and ``target_value`` means;
-    writes the per-sample TD error ``|Q - y|`` into the batch at ``"td_error"``. Paper:
-    https://arxiv.org/abs/1509.02971.
+    Its terms are written out in the module docstring.
 
     Args:
         actor_network: a deterministic actor writing ``"action"`` (e.g. ``Actor``).

@@ -3,6 +3,14 @@
 Paper: Chen et al. 2021, "Randomized Ensembled Double Q-Learning: Learning Fast Without a
 Model", https://arxiv.org/abs/2101.05982.
 
+The terms are SAC's (see :class:`SACLoss`) with two changes: the target's value of
+the next state is the minimum over ``M`` target Q-networks drawn at random (without
+replacement) at each call, ``min_{i in M} Q'_i(s', a') - alpha * log pi(a'|s')``;
+and the actor maximises the mean over all ``N`` Q-networks,
+``loss_actor = mean(alpha * log pi(a|s) - mean_i Q_i(s, a))``. Every Q-network is
+regressed onto the same target. The paper's update-to-data ratio (``G`` updates per
+environment step) belongs to the training loop.
+
 Shapes: a batch ``[*B]``; Q-values of the ``N`` Q-networks ``[N, *B]``; of the sampled
 subset ``[M, *B]``; targets ``[*B, 1]``.
 """
@@ -20,14 +28,7 @@ __all__ = ["REDQLoss"]
 class REDQLoss(SACLoss):
     """SAC with an ensemble of ``N`` Q-networks and a random subset of ``M`` in the target.
 
-    The terms are SAC's (see :class:`SACLoss`) with two changes: the target's value of
-    the next state is the minimum over ``M`` target Q-networks drawn at random (without
-    replacement) at each call, ``min_{i in M} Q'_i(s', a') - alpha * log pi(a'|s')``;
-    and the actor maximises the mean over all ``N`` Q-networks,
-    ``loss_actor = mean(alpha * log pi(a|s) - mean_i Q_i(s, a))``. Every Q-network is
-    regressed onto the same target. The paper's update-to-data ratio (``G`` updates per
-    environment step) belongs to the training loop. Paper:
-    https://arxiv.org/abs/2101.05982.
+    Its terms are written out in the module docstring.
 
     Args:
         actor_network: a probabilistic actor (``get_dist``), e.g. a ``ProbabilisticActor``

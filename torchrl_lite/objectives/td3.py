@@ -3,6 +3,19 @@
 Paper: Fujimoto et al. 2018, "Addressing Function Approximation Error in Actor-Critic
 Methods", https://arxiv.org/abs/1802.09477.
 
+With ``mu`` the deterministic actor, ``mu'`` and ``Q'_i`` the target networks:
+
+- ``loss_actor = -mean(Q_1(s, mu(s)))`` (Q parameters detached);
+- ``loss_qvalue = sum_i mean(d(Q_i(s, a_data), y))`` with
+  ``y = r + gamma * (1 - terminated) * min_i Q'_i(s', a')`` and the smoothed target
+  action ``a' = clip(mu'(s') + clip(policy_noise * N(0, 1), -noise_clip, noise_clip),
+  low, high)`` (``low``/``high`` from the action spec).
+
+The paper's delayed policy updates (one actor step per ``d`` critic steps) belong to
+the training loop: step the actor's optimizer on ``loss_actor`` every ``d`` updates.
+Also returns the detached ``td_error``, ``pred_value`` and ``target_value`` means;
+writes the per-sample TD error ``max_i |Q_i - y|`` into the batch at ``"td_error"``.
+
 Shapes: a batch ``[*B]``; actions ``[*B, *action_shape]``; Q-values of the ``N``
 Q-networks ``[N, *B]``; targets ``[*B, 1]``.
 """
@@ -44,19 +57,7 @@ class _TD3Keys:
 class TD3Loss(OffPolicyLoss):
     """The TD3 loss: clipped double-Q targets with target policy smoothing.
 
-    With ``mu`` the deterministic actor, ``mu'`` and ``Q'_i`` the target networks:
-
-    - ``loss_actor = -mean(Q_1(s, mu(s)))`` (Q parameters detached);
-    - ``loss_qvalue = sum_i mean(d(Q_i(s, a_data), y))`` with
-      ``y = r + gamma * (1 - terminated) * min_i Q'_i(s', a')`` and the smoothed target
-      action ``a' = clip(mu'(s') + clip(policy_noise * N(0, 1), -noise_clip, noise_clip),
-      low, high)`` (``low``/``high`` from the action spec).
-
-    The paper's delayed policy updates (one actor step per ``d`` critic steps) belong to
-    the training loop: step the actor's optimizer on ``loss_actor`` every ``d`` updates.
-    Also returns the detached ``td_error``, ``pred_value`` and ``target_value`` means;
-    writes the per-sample TD error ``max_i |Q_i - y|`` into the batch at ``"td_error"``.
-    Paper: https://arxiv.org/abs/1802.09477.
+    Its terms are written out in the module docstring.
 
     Args:
         actor_network: a deterministic actor writing ``"action"`` (e.g. ``Actor``).
