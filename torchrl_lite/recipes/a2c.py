@@ -7,11 +7,8 @@ What makes it learn Pendulum-v1: many small updates (8 envs x 4 steps per batch)
 truncated-Normal policy (a tanh-squashed Normal saturates at the bounds and stops
 exploring), observations standardised with statistics of a random rollout (a module of
 the networks, so checkpoints and evaluation need nothing else) and a learning rate that
-decays linearly to zero over ``frames``. With the defaults (400k frames, about 45 s on
-one CPU thread) the mean training return of the last sixth of the episodes is -183,
--229 and -211 for seeds 0, 1 and 2 (from about -1170 in the first sixth); the mean of
-10 training returns first reaches the target -200 at 102k, 96k and 122k frames, and the
-final policies score -118, -202 and -144 (deterministic, 10 episodes).
+decays linearly to zero over ``frames``. The defaults (400k frames, under a minute on one
+CPU thread) reach the target -200 in about 100-120k frames (``docs/notes/recipe-runs.md``).
 """
 
 from __future__ import annotations

@@ -3,35 +3,16 @@
 Papers: Mnih et al. 2015, https://www.nature.com/articles/nature14236; van Hasselt et al.
 2016, https://arxiv.org/abs/1509.06461. The defaults solve CartPole-v1 (mean return of
 the last 10 training episodes, epsilon-greedy, >= 475) in about 50-70k frames.
+
 ``pixels=true`` learns from rendered frames (a ConvNet encoder before the MLP) with
-``PIXEL_DEFAULTS``. The frames themselves were checked and are right (each sub-env's own
-render of the state after the step, oldest frame first, uint8 in the buffer, scaled once
-to [0, 1]; tests/recipes/test_pixels.py). What differed from pixel-DQN practice was the
-schedule, kept from state CartPole: the target network copied every 64 updates (256
-frames; Nature DQN: every 2,500 updates) and epsilon at 0.01 after 16k frames, with only
-20k transitions of memory; the old 7-minute run (~15k frames) also ended long before any
-pixel DQN learns CartPole. ``PIXEL_DEFAULTS`` puts the schedule on the scale of a
-500k-frame run (copies every 1,000 updates, epsilon annealed over 50k frames, 10k random
-frames first, 50k transitions), with 3-step returns (``n_step=3``, Rainbow's; a
-``MultiStep`` post-processor, the target bootstrapped with ``gamma ** 3``). With one-step
-targets a run stayed at 30-40 (random: ~22) to 222k frames; with 3-step returns seed 0
-reached 77 at 222k and 192.3 at 500k (mean of the last 10 training episodes, epsilon
-0.01; greedy: 291.7 +/- 128.4 over 10 episodes; it swings between 74 and 336 from 250k
-on, best 365.6 at 412k), 4,117 s; seed 1 reached the target, 485.3 at 297,728 frames
-(greedy 487.4 +/- 37.8), 2,454 s; seed 2 95.9 (greedy 457.7); ``lr_end=2.5e-5`` was worse.
-Since session 14 the rate drops to 2.5e-5 once the training mean reaches 300
-(``lr_drop_at=300``): 3 seeds 276.4 at 500k / 479.8 (target reached at 381,952 frames) /
-500.0 (at 381,696), median 479.8, worst 276.4 (the drop slowed seed 1 and raised seed 0;
-seed 2's gain over 95.9 is mostly an uninterrupted run). Since session 19 each hidden
-layer of the Q-network is normalized by a LayerNorm (``layer_norm=True``): all 3 seeds
-reach 475 at 120,832 / 108,032 / 122,880 frames (median 120,832, worst 122,880; ~23 min
-each with three runs on 2 cores), greedy 500.0 +/- 0.0 over 10 episodes each:
-``benchmarks/results/pixels.md``. A 60k-frame run with one-step targets
-ended at 15.7 (greedy: 17.6, below uniform random); a probe
-(``benchmarks/probe_cartpole_pixels.py``) shows the 64x64 4-frame stack does carry the
-velocities (a conv net regresses them with R^2 ~0.8 from 250 frames), so the image size is
-not the cause. Costs: ~4.3 ms per frame of the 8 envs' render and preprocessing, 24 ms
-per batch-32 update (one per 4 frames): ~1.4 h of one core for 500k frames.
+``PIXEL_DEFAULTS``, which put the schedule on the scale of a 500k-frame pixel run: target
+copies every 1,000 updates, epsilon annealed over 50k frames after 10k random frames, 50k
+transitions, 3-step returns (``n_step=3``, Rainbow's; a ``MultiStep`` post-processor, the
+target bootstrapped with ``gamma ** 3``), the rate dropped to 2.5e-5 once the training mean
+reaches 300 (``lr_drop_at``) and a LayerNorm on each hidden layer of the Q-network
+(``layer_norm``). The state schedule (copies every 64 updates, epsilon 0.01 after 16k
+frames) never learns from pixels; with these settings the target is reached in ~120k
+frames (the runs: ``docs/notes/pixels.md`` and ``docs/notes/recipe-runs.md``).
 """
 
 from __future__ import annotations
@@ -65,10 +46,8 @@ ENV_DEFAULTS: dict = {}
 # A transition holds two uint8 [4, 64, 64] stacks (32 KiB): 50k of them are 1.6 GiB.
 # Nature DQN's batch of 32, a smaller Adam step for the convolutions, and the target copy
 # and exploration schedules scaled to a 500k-frame run (Nature: 2.5k updates, 2% of frames).
-# A rate decaying to 2.5e-5 over the budget (lr_end=2.5e-5) was measured and is not the
-# default: 3 seeds 296.0 / 133.3 / 133.6 at 500k against 192.3 / 485.3 / 95.9 at 1e-4.
-# The drop to 2.5e-5 once the training mean reaches 300: 276.4 / 479.8 / 500.0 (2 solved);
-# with LayerNorm in the Q-network as well, all 3 seeds solve at 108k-123k frames.
+# A drop of the rate at a training mean of 300 steadies the swinging late phase where a
+# rate decaying over the whole budget slowed the middle (docs/notes/pixels.md).
 PIXEL_DEFAULTS = dict(
     buffer_size=50_000, batch_size=32, lr=1e-4, target_update_interval=1000,
     eps_frames=50_000, init_random_frames=10_000, n_step=3, lr_drop_at=300.0, layer_norm=True,

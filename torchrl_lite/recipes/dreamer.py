@@ -13,8 +13,7 @@ from learning to act in imagination. ``frames`` counts agent steps; each repeats
 
 The defaults are a configuration shrunk for two CPU cores: encoder/decoder depth 16,
 state 30, belief 100, hidden 100, batches of 16 slices of 32 steps, 50 updates per 250
-collected steps (1000 env frames at ``action_repeat=4``; 25 before session 20),
-imagination horizon 15. The
+collected steps (1000 env frames at ``action_repeat=4``), imagination horizon 15. The
 paper's full size is ``FULL_SIZE`` (depth 32, belief 200, hidden 200, 50 x 50 batches,
 100 updates per 1000 env frames, action repeat 2)::
 
@@ -22,35 +21,15 @@ paper's full size is ``FULL_SIZE`` (depth 32, belief 200, hidden 200, 50 x 50 ba
         slice_len=50 optim_steps_per_batch=100 frames_per_batch=500 action_repeat=2 \\
         frames=50000 init_random_frames=2500
 
-The KL is DreamerV2's (``free_nats=1 kl_balance=0.8``; Dreamer's ``free_nats=3`` without
-balancing was the default before session 15). With free nats 3 the raw KL (0.5-2.5 nats
-here) stays below the floor, so the prior gets no gradient, and its imagined rewards are no
-better than a constant after 3-4 steps (``benchmarks/probe_dreamer_model.py``).
-
-The actor and value model take Adam steps of 3.2e-4 (4x Dreamer's: this configuration does
-~10x less gradient work per env frame than the paper), with an entropy bonus in imagination
-(``actor_entropy=0.1``) and a slow value model (``slow_value_interval=100``, DreamerV2's
-target critic). From pixels the reward term of the world-model loss weighs 30x
-(``reward_scale``): the reconstruction sums ~12k pixel errors, and at equal weights the
-representation kept the cart but not the 1-2 pixel pole the reward depends on
-(``benchmarks/probe_dreamer_reward_scale.py``).
-
-Measured on dm_control cartpole-swingup, 3 seeds (``benchmarks/results/pixels.md``):
-- From pixels with these defaults (session 20): the 300 target (mean of the last 10
-  training episodes) at 79k / 61k / 79k env frames (median 79k, worst 79k; 1.4-1.8 h each
-  with three runs on 2 cores); the greedy policies at the stop score 301.1 / 348.6 / 456.9
-  over 10 episodes. Dreamer reports ~326 at 100k.
-- With 25 updates per batch (``optim_steps_per_batch=25``, the default in sessions 17-19):
-  182.7 / 267.6 / 203.2 at 100k env frames (median 203.2; random ~65-125); continued with
-  ``--resume``, 300 at 152k / 127k / 179k env frames (median 152k, worst 179k).
-- From the state (``pixels=false``, measured with ``optim_steps_per_batch=25``): the 300
-  target at 61k / 63k / 65k env frames (703-719 s of a shared core).
-- Before: with Dreamer's 8e-5 steps and no entropy bonus the actor ended bang-bang (from
-  the state 285.3 / 221.2 at 100k env frames, seeds 0 / 1; 453.7 / 537.0 with the new steps
-  and bonus); from pixels it collapsed to a constant push (return ~75) or swung (best
-  211.5 / 111.7 at 100k).
-- ``layer_norm=true`` (session 19, seeds 0 / 1, from pixels, 25 updates per batch):
-  239.6 / 243.3 at 100k env frames against 182.7 / 267.6, no clear change; off by default.
+Why the defaults differ from the paper (the runs behind each: ``docs/notes/pixels.md``):
+the KL is DreamerV2's (``free_nats=1 kl_balance=0.8``), since under Dreamer's 3 free nats
+the prior gets no gradient and its imagined rewards stop carrying information; the actor
+and value model take Adam steps of 3.2e-4 with an entropy bonus in imagination
+(``actor_entropy=0.1``) and a slow value model (``slow_value_interval=100``), since this
+configuration does ~10x less gradient work per env frame than the paper; from pixels the
+reward term of the world-model loss weighs 30x (``reward_scale``), since the reconstruction
+sums ~12k pixel errors and at equal weights the model drops the 1-2 pixel pole the reward
+depends on. The target (300 on cartpole-swingup) is reached within 100k env frames.
 """
 
 from __future__ import annotations
@@ -317,9 +296,8 @@ class DreamerActorParams(nn.Module):
     ``loc = mean_scale * tanh(raw / mean_scale)`` keeps the pre-tanh mean within
     ``+-mean_scale``, and ``scale = softplus(raw + c) + min_std`` starts at ``init_std``
     (``c = softplus^-1(init_std)``). Without the bound the mean can run far past where
-    the TanhNormal saturates: a cartpole-swingup run's actor sat at loc -10, scale 0.09
-    (every action -1, return 73, flat for 10k agent steps), where tanh passes no gradient
-    back to it (``benchmarks/results/pixels.md``).
+    the TanhNormal saturates, where tanh passes no gradient back to it and the actor
+    stays stuck on one bound.
 
     Example:
         >>> loc, scale = DreamerActorParams()(torch.zeros(2, 2))
@@ -352,10 +330,8 @@ class TruncNormalActorParams(nn.Module):
     ``loc = tanh(raw_mean)`` and ``scale = 2 sigmoid(raw_std / 2) + min_std``, for a
     :class:`~torchrl_lite.modules.TruncatedNormal` on the action bounds. Its samples are
     not squashed, so an action near a bound keeps the gradient a tanh-squashed sample
-    loses there: with Dreamer's TanhNormal, state-based cartpole-swingup runs ended with
-    every pre-tanh mean at +-4.7-5.0 and scale ~0.1 (bang-bang, return ~190), where
-    ``d action / d mean`` is ~2e-4 (``benchmarks/results/pixels.md``). It did not help
-    there: with Dreamer's KL settings it collapsed to the constant push (return 75-78).
+    loses there (a saturated TanhNormal's ``d action / d mean`` is ~2e-4). An option, not
+    the default: on cartpole-swingup it did not prevent the collapse it was meant for.
 
     Example:
         >>> loc, scale = TruncNormalActorParams()(torch.zeros(1, 2))

@@ -10,15 +10,8 @@ At evaluation the policy is conditioned on ``target_return``: the env's
 :class:`~torchrl_lite.envs.transforms.DTContext` keeps the window the model reads; a
 higher target asks for a better episode.
 
-Measured on Pendulum-v1 with these defaults (``benchmarks/bench_dt_rlhf.py``, seeds 0-2,
-500 evaluation episodes, ``benchmarks/results/dt.md``), conditioned on the dataset's 10%
-quantile, median and best episode return: on a "medium" file made as D4RL's (SAC stopped
-at a third of expert, 100k transitions of its sampled actions, mean -797) -792 / -787 /
--785 median over seeds (worst -794 at the best target), a little above the mean and
-close to the behaviour policy's deterministic -790; on "medium-replay" (the SAC run's
-policies from random to medium level, mean -1133) -1522 / -1495 / -1107 (worst -1158 at
-the best target): the return rises with the target, and the median at the best target is
-above the mean.
+On Pendulum-v1 datasets the evaluation return rises with the target it is conditioned on
+(the runs: ``docs/notes/decision-transformer.md``, ``docs/notes/recipe-runs.md``).
 
 Example:
     >>> cfg = Config(dataset="pendulum-medium.hdf5")  # target: the file's best episode
@@ -102,18 +95,16 @@ class Config(OfflineConfig):
     max_timestep: int = 1
     """Episode timesteps with their own embedding (1: none, the model is not told the
     step). Pendulum-v1's dynamics and good policies do not depend on the step, and
-    per-step embeddings learned from a few hundred episodes hurt there (medium dataset,
-    seed 0, 2000 steps: -650 with 1000 of them, -614 with one); the paper's 1000 is the
-    MuJoCo / dm_control default."""
+    per-step embeddings learned from a few hundred episodes hurt there; the paper's 1000
+    is the MuJoCo / dm_control default."""
     normalize_states: bool = True
     """Normalize observations by the dataset's mean and standard deviation (kept in the
     model, so acting uses the same statistics)."""
     reward_scale: float = 400.0
     """Returns-to-go are divided by it (a Pendulum-v1 return is -1700 to -120, so about
     -4 to 0). The return token is a linear embedding followed by LayerNorm, which
-    saturates for large inputs: at 100 (returns-to-go down to -17) the trained model's
-    embeddings of -15 and -7 had cosine 0.98, and conditioning on the best return of the
-    medium-replay file gave -1162 (seed 0); at 400, -946."""
+    saturates for large inputs: at 100 (returns-to-go down to -17) the model could no
+    longer tell a return of -15 from one of -7."""
     target_return: float | None = None
     """The return the policy is conditioned on at evaluation (env units); None: the
     dataset's best episode return (:func:`best_episode_return`), the target the Pendulum

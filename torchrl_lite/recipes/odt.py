@@ -14,13 +14,9 @@ oldest, as in the paper). The target actions are clamped ``action_margin`` insid
 action bounds for the TanhNormal log-likelihood. ``frames`` counts gradient steps; the env frames
 collected are ``OnlineRefresh.env_frames``.
 
-Measured on Pendulum-v1 (``benchmarks/bench_dt_rlhf.py``, seeds 0-2, 500 evaluation
-episodes, ``frames=10000``: 2000 offline + 8000 online steps, 82k env frames): from the
-"medium-replay" file the evaluation return goes from -1147 (worst -1361) after the
-offline phase to -625 (worst -662), a gain of +574 median, +485 worst. With
-``buffer_evict="lowest_return"`` the gain comes from sampled episodes displacing the
-buffer's worst trajectories; from a "medium" file, whose best trajectories fill the
-buffer and whose policy the sampled episodes only match, it barely moves (+26 median).
+The online phase helps where sampled episodes can displace the buffer's worst
+trajectories (a "medium-replay" file), and barely where the dataset's best trajectories
+already match the policy (a "medium" file); the runs: ``docs/notes/recipe-runs.md``.
 
 Example:
     >>> cfg = Config(dataset="pendulum-medium.hdf5")
@@ -82,10 +78,9 @@ class Config(dt.Config):
     best trajectories seen) or ``"oldest"`` (first in, first out, as in the paper)."""
     action_margin: float = 0.01
     """The buffer's actions are clamped this fraction of the half-range inside the bounds
-    for the log-likelihood (see :class:`~torchrl_lite.objectives.OnlineDTLoss`). 9% of the
-    Pendulum-v1 medium file's actions sit on the bounds (clipped exploration noise); at 0
-    their ``atanh`` (about 8) widens the TanhNormal and the sampled episodes scored -650
-    to -800 against the file's -618 (seed 0), at 0.01 -580 to -650."""
+    for the log-likelihood (see :class:`~torchrl_lite.objectives.OnlineDTLoss`). Datasets
+    of clipped exploration noise hold many actions on the bounds, whose ``atanh`` would
+    widen the TanhNormal and spoil the sampled episodes."""
     alpha_init: float = 0.1
     """Initial entropy temperature."""
     dropout: float = 0.0

@@ -6,16 +6,14 @@ longer-horizon settings of ``ENV_DEFAULTS``. ``pixels=true`` learns from rendere
 (actor and critic each with their own ConvNet encoder) with ``PIXEL_DEFAULTS``: a
 starting point that trains without errors, not settings seen to solve any env. Discrete
 action spaces get a categorical policy; ``ALE/GAME-v5`` ids (e.g. ``ALE/Breakout-v5``)
-observe the standard preprocessed Atari screen (see ``recipes/common.py``) and use the
-paper's Atari settings (``ENV_DEFAULTS["atari"]``); ``frames`` counts agent steps (4
-emulator frames each). Measured on ``ALE/Breakout-v5`` with ``--frames 500000`` (2M emulator
-frames, seeds 0-2, ~2 h each with three runs sharing 2 CPU cores): the mean of the last 10
-games ends at 11.6 / 14.9 / 3.0 (uniform random: 1.7); seed 2 never learned
-(``benchmarks/results/pixels.md``). ``shared_encoder=true`` (the paper's one-trunk network),
-same seeds: 17.8 / 9.2 / 3.1, no better, so it is not the default. Gymnasium's MuJoCo ids
-get the paper's MuJoCo settings plus the running observation and reward normalization of
-the baselines code behind the paper, CleanRL and rl-zoo (``normalize_obs``,
-``normalize_reward``), with advantages computed once per batch as in the paper.
+observe the standard preprocessed Atari screen (see :mod:`torchrl_lite.envs.make`) and use
+the paper's Atari settings (``ENV_DEFAULTS["atari"]``); ``frames`` counts agent steps (4
+emulator frames each). The paper's one-trunk network (``shared_encoder=true``) is an
+option, not the default: it did no better on Breakout (``docs/notes/pixels.md``).
+Gymnasium's MuJoCo ids get the paper's MuJoCo settings plus the running observation and
+reward normalization of the baselines code behind the paper, CleanRL and rl-zoo
+(``normalize_obs``, ``normalize_reward``), with advantages computed once per batch as in
+the paper.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """SAC (soft actor-critic, learned temperature) for continuous actions: config, builders.
 
 Paper: Haarnoja et al. 2018, https://arxiv.org/abs/1812.05905. The defaults solve
-Pendulum-v1 (mean return >= -200) in about 4-6k frames (seeds 0-4: 3.8k-5.6k frames,
-9-14 s on one CPU thread); quickly moving targets (``tau=0.02``) matter most.
+Pendulum-v1 (mean return >= -200) in about 4-6k frames; quickly moving targets
+(``tau=0.02``) matter most.
 
 ``pixels=true`` is DrQ (Kostrikov et al. 2020, https://arxiv.org/abs/2004.13649; see
 :class:`~torchrl_lite.objectives.DrQLoss`): dm_control renders 64x64 frames directly (camera
@@ -21,22 +21,9 @@ uses 84x84 RGB, 3 frames, 4 conv layers of 32 (35x35x32 features, ~7x the convol
 batch 512 (4x), Q-networks of 2 x 1024, two augmented copies per sample (an option here:
 ``target_augs=2 q_augs=2``, DrQ's K and M), actor and target updates every second step.
 ``frames`` counts agent steps: with ``action_repeat=8``, DrQ's 100k env steps are
-``frames=12_500``. Measured on the 2-core machine, one torch thread: 0.024 s per agent step
-of the env (8 physics steps, 64x64 EGL render: 0.018 s, and preprocessing), 0.29 s per agent
-step in training with its two updates (one other run on the other core; ~1 h per 100k env
-frames). On cartpole-swingup, 3 seeds: 700 (mean of the last 10 training episodes) at 62k /
-80k / 76k env frames (median 76k, worst 80k; target 700 within 100k, DrQ 759 at 100k); run
-again to the end of the budget, 700 at 88k / 55k / 91k, never below it after, and 740 / 729
-/ 765 at 100k (greedy 743 / 804 / 839). With one update per agent step (``utd_ratio=1``)
-seeds 1 and 2 reach 700 at 93k and 90k, seed 0 ends at 542 (635 with ``target_augs=2
-q_augs=2``); without the LayerNorm 365 / 443 / 301 at 100k and with one-step targets 282 /
-466 / 312; ``benchmarks/results/pixels.md``. The one-update settings on the 5-d state learn
-it at the published speed (624 at 32k env frames, 862 at 100k), so the slow part is learning
-the representation; ``loss_function=l2`` (DrQ's MSE), ``init=orthogonal`` (DrQ's init,
-:func:`orthogonal_init_`), ``conv_strides=2,1,1`` (27x27 features, 2.3x the update cost),
-``batch_size=256`` and ``hidden=1024`` were tried on seed 0 to 24-32k env frames and did not
-measurably help, so the defaults stay as above; ``grayscale=false`` stacks RGB frames (1.6x
-the cost).
+``frames=12_500``. On cartpole-swingup the target 700 is reached within 100k env frames;
+the two updates per step, the LayerNorm and the 3-step returns are what get it there (the
+runs: ``docs/notes/recipe-runs.md``). ``grayscale=false`` stacks RGB frames (1.6x the cost).
 """
 
 from __future__ import annotations
