@@ -158,19 +158,16 @@ class DQNLoss(_QLossBase):
     (TD(0) by default; ``make_value_estimator`` changes it). Writes the per-sample
     ``"td_error"`` ``|Q - target|`` (detached) into the input batch for prioritized replay,
     and weights the loss by ``"_weight"`` when present. Returns ``loss`` and the detached
-    ``td_error`` mean. Papers: https://www.nature.com/articles/nature14236,
-    https://arxiv.org/abs/1509.06461.
+    ``td_error`` mean.
 
     Args:
         value_network: a TensorDict module writing ``"action_value"`` ``[*B, n]``, e.g. a
             ``QValueActor``.
         loss_function: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
-        delay_value: use a target copy of the network (update it with ``SoftUpdate`` /
-            ``HardUpdate``).
+        delay_value: use a target copy of the network (``SoftUpdate`` / ``HardUpdate``).
         double_dqn: pick the next action with the online network (needs ``delay_value``).
-        action_space: ``"one_hot"`` (``"one-hot"``), ``"categorical"`` or a OneHot /
-            Categorical spec; read from ``value_network`` when
-            it has one, else inferred from the action's shape.
+        action_space: ``"one_hot"``, ``"categorical"`` or a OneHot / Categorical spec; read
+            from ``value_network`` when it has one, else inferred from the action's shape.
         gamma: the discount (else 0.99; see ``make_value_estimator``).
 
     Example:

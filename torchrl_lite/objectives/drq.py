@@ -19,6 +19,8 @@ paper's DrQ does with ``K`` and ``M``: the critic target is the mean of the soft
 the critic loss the mean over ``M`` augmented copies of the observation (``num_q_augs``),
 all against that one target; the actor and the temperature use the first copy. Without
 ``augment`` the batch's images are used as they are (augment them in the replay buffer).
+A prioritized buffer's importance weights (``"_weight"``) weight the critic loss, and the
+per-sample ``"td_error"`` is written into the input batch.
 
 Shapes: observations ``[*B, C, H, W]`` (uint8 or float; the encoder scales them), features
 ``[*B, F]``.
@@ -54,9 +56,6 @@ class DrQLoss(LossModule):
         num_target_augs: DrQ's ``K``: augmented next observations per target (needs
             ``augment``).
         num_q_augs: DrQ's ``M``: augmented observations per critic loss (needs ``augment``).
-
-    A prioritized buffer's importance weights (``"_weight"``) weight the critic loss, and
-    the per-sample ``"td_error"`` is written into the input batch.
 
     Example:
         >>> from tensordict.nn import NormalParamExtractor, TensorDictModule

@@ -3,6 +3,17 @@
 Paper: Kostrikov et al. 2021, "Offline Reinforcement Learning with Implicit Q-Learning",
 https://arxiv.org/abs/2110.06169.
 
+With ``Q'`` the target Q-networks and ``u = min_i Q'_i(s, a_data) - V(s)``:
+
+- ``loss_value = mean(|expectile - 1(u < 0)| * u^2)`` (``Q'`` carries no gradient);
+- ``loss_qvalue = sum_i mean(d(Q_i(s, a_data), y))`` with
+  ``y = r + gamma * (1 - terminated) * V(s')`` (``V(s')`` without gradient);
+- ``loss_actor = -mean(min(exp(temperature * u), 100) * log pi(a_data|s))`` (``u``
+  detached): advantage-weighted regression onto the dataset's actions.
+
+Also returns the detached ``td_error`` and ``advantage`` means; writes the per-sample
+TD error into the batch at ``"td_error"``.
+
 Shapes: a batch ``[*B]``; Q-values of the ``N`` Q-networks ``[N, *B]``; state values,
 advantages and log-probabilities ``[*B]``; targets ``[*B, 1]``.
 """
@@ -47,16 +58,7 @@ class _IQLKeys:
 class IQLLoss(OffPolicyLoss):
     """IQL: expectile regression of V on Q, TD learning of Q on V, advantage-weighted actor.
 
-    With ``Q'`` the target Q-networks and ``u = min_i Q'_i(s, a_data) - V(s)``:
-
-    - ``loss_value = mean(|expectile - 1(u < 0)| * u^2)`` (``Q'`` carries no gradient);
-    - ``loss_qvalue = sum_i mean(d(Q_i(s, a_data), y))`` with
-      ``y = r + gamma * (1 - terminated) * V(s')`` (``V(s')`` without gradient);
-    - ``loss_actor = -mean(min(exp(temperature * u), 100) * log pi(a_data|s))`` (``u``
-      detached): advantage-weighted regression onto the dataset's actions.
-
-    Also returns the detached ``td_error`` and ``advantage`` means; writes the per-sample
-    TD error into the batch at ``"td_error"``. Paper: https://arxiv.org/abs/2110.06169.
+    Its terms are written out in the module docstring.
 
     Args:
         actor_network: a probabilistic actor (``get_dist``).

@@ -39,20 +39,17 @@ def _policy_diagnostics(log_weight: torch.Tensor, out: dict) -> None:
 class PPOLoss(OnPolicyLoss):
     """PPO without clipping or penalty: ``-mean(r * A)`` plus value and entropy terms.
 
-    Reads ``"action"``, ``"sample_log_prob"``, ``"advantage"`` (computed with the default
-    value estimator, GAE, when absent; that writes ``"value_target"`` too) and
-    ``"value_target"``. Returns ``loss_objective``, ``loss_critic`` (with a critic),
-    ``loss_entropy`` (with ``entropy_bonus``) and the detached ``entropy``, ``kl_approx``
-    and ``ESS``. Paper: https://arxiv.org/abs/1707.06347.
+    Reads ``"action"``, ``"sample_log_prob"``, ``"advantage"`` and ``"value_target"`` (GAE
+    writes both when the advantage is absent); returns ``loss_objective``, ``loss_critic``,
+    ``loss_entropy`` and the detached ``entropy``, ``kl_approx`` and ``ESS``.
 
     Args:
         actor_network: a probabilistic actor (``get_dist``), e.g. ``ProbabilisticActor``.
-        critic_network: a value network writing ``"state_value"`` (or None: no value loss,
-            and the batch must hold the advantage).
+        critic_network: a value network writing ``"state_value"``, or None (no value loss;
+            the batch holds the advantage).
         entropy_bonus: add ``loss_entropy = -entropy_coef * mean entropy``.
         samples_mc_entropy: samples of the Monte-Carlo entropy when there is no closed form.
-        entropy_coef: weight of the entropy bonus (default 0.01; TorchRL's newer spelling
-            ``entropy_coeff`` is accepted too).
+        entropy_coef: weight of the entropy bonus (default 0.01; or ``entropy_coeff``).
         critic_coef: weight of the value loss (default 1.0; or ``critic_coeff``).
         loss_critic_type: ``"l1"``, ``"l2"`` or ``"smooth_l1"``.
         normalize_advantage: standardise the advantage over the batch (zero mean, unit std).
@@ -65,13 +62,12 @@ class PPOLoss(OnPolicyLoss):
         >>> from torchrl_lite.modules import ProbabilisticActor, TanhNormal, ValueOperator
         >>> net = TensorDictModule(nn.Sequential(nn.Linear(3, 2), NormalParamExtractor()),
         ...     in_keys=["observation"], out_keys=["loc", "scale"])
-        >>> actor = ProbabilisticActor(net, in_keys=["loc", "scale"],
-        ...     distribution_class=TanhNormal, return_log_prob=True)
+        >>> actor = ProbabilisticActor(net, ["loc", "scale"], distribution_class=TanhNormal,
+        ...     return_log_prob=True)
         >>> critic = ValueOperator(nn.Linear(3, 1), in_keys=["observation"])
         >>> loss_fn = PPOLoss(actor, critic)
         >>> batch = actor(TensorDict(observation=torch.randn(8, 3), batch_size=[8]))
-        >>> batch["advantage"] = torch.randn(8, 1)
-        >>> batch["value_target"] = torch.randn(8, 1)
+        >>> batch["advantage"], batch["value_target"] = torch.randn(8, 1), torch.randn(8, 1)
         >>> sorted(k for k in loss_fn(batch).keys() if k.startswith("loss"))
         ['loss_critic', 'loss_entropy', 'loss_objective']
     """
