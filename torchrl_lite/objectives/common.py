@@ -7,38 +7,30 @@ A loss is an ``nn.Module``; ``forward(tensordict)`` returns a ``TensorDict`` wit
 backpropagates, and whose other entries are detached diagnostics (entropy, KL, ...).
 A subclass:
 
-1. declares the keys it reads and writes as a dataclass ``_AcceptedKeys`` (class
-   attribute; field name -> default key). Users rename keys with ``loss.set_keys(name=key)``
-   (an unknown name raises ``ValueError`` listing the valid ones); the loss reads the
-   current key as ``self.tensor_keys.<name>``.
-2. calls ``super().__init__()`` first, then registers each network with
-   ``self.register_network("value_network", net, create_target=delay_value)``. That sets
-   ``self.value_network`` (trained; in ``loss.parameters()``) and, with ``create_target``,
-   ``self.target_value_network``: a deep copy whose parameters are buffers, so it moves
-   with ``loss.to(...)`` and is saved in ``state_dict()`` but is never in
-   ``loss.parameters()``. ``SoftUpdate(loss, tau=...)`` / ``HardUpdate(loss, ...)`` update
-   every registered target from its online network, in place. ``num_copies=n`` registers
-   an :class:`~torchrl_lite.objectives.ensemble.Ensemble` of ``n`` independently initialised copies with stacked
-   parameters, called as one (output batch ``[n, *B]``), e.g. the Q-networks of SAC.
+1. declares the keys it reads and writes as a dataclass ``_AcceptedKeys`` (field name ->
+   default key); users rename them with ``loss.set_keys(name=key)`` and the loss reads
+   ``self.tensor_keys.<name>``.
+2. calls ``super().__init__()``, then ``self.register_network("value_network", net,
+   create_target=delay_value)``: ``self.value_network`` is trained; the target copy
+   ``self.target_value_network`` holds its parameters as buffers (moved by ``loss.to``,
+   saved in ``state_dict()``, never in ``loss.parameters()``) and ``SoftUpdate`` /
+   ``HardUpdate`` update it in place. ``num_copies=n`` registers an
+   :class:`~torchrl_lite.objectives.ensemble.Ensemble` of ``n`` independently initialised
+   copies called as one (output ``[n, *B]``), e.g. SAC's Q-networks.
 3. sets ``default_value_estimator`` (a ``ValueEstimators`` member) and overrides
-   ``_value_estimator_network()`` to return the network the estimator calls (default:
-   None; the loss then passes ``next_value`` to
-   ``self.value_estimator.value_estimate(td, next_value=...)``). Hyper-parameters given
-   to the constructor go in through ``self._set_value_kwargs(gamma=gamma)`` (range
-   checked at construction; stored in ``self._value_kwargs``).
-   ``self.value_estimator`` builds the default estimator on first use;
-   ``make_value_estimator(ValueEstimators.X, **hp)`` replaces it. The estimator's keys
-   (``advantage``, ``value_target``, ``value``, ``reward``, ``done``, ``terminated``) follow
-   the loss's keys of the same names.
+   ``_value_estimator_network()`` (default None: the loss passes ``next_value`` to
+   ``self.value_estimator.value_estimate``). Constructor hyper-parameters go through
+   ``self._set_value_kwargs(gamma=gamma)`` (range-checked); ``self.value_estimator`` is
+   built on first use and ``make_value_estimator(ValueEstimators.X, **hp)`` replaces it.
+   The estimator's keys follow the loss's keys of the same names.
 4. reads batch entries with ``self._get(td, "<field>")`` (``KeyError`` naming the key, the
-   loss class and ``set_keys``), and lists everything it reads in the ``in_keys`` property.
-   A ``KeyError`` or estimator ``ValueError`` raised anywhere inside ``forward`` is
-   re-raised with that context.
-5. calls a network with its parameters detached, when a term must not train it (e.g. the
-   Q-network inside an actor loss), with ``self._call_detached("qvalue_network", td)``.
+   loss class and ``set_keys``) and lists them in ``in_keys``; a ``KeyError`` or estimator
+   ``ValueError`` inside ``forward`` is re-raised with that context.
+5. calls a network that a term must not train (the Q-network in an actor loss) with
+   ``self._call_detached("qvalue_network", td)``.
 
-Small maths helpers shared by the losses (``distance_loss``, log-probabilities, entropies,
-action indices) live in :mod:`torchrl_lite.objectives.utils`.
+The maths helpers shared by the losses live in ``_loss_maths.py`` (re-exported by
+:mod:`torchrl_lite.objectives.utils`).
 """
 
 from __future__ import annotations

@@ -5,6 +5,18 @@ Papers: Chen et al. 2021, "Decision Transformer: Reinforcement Learning via Sequ
 Modeling", https://arxiv.org/abs/2106.01345; Zheng et al. 2022, "Online Decision
 Transformer", https://arxiv.org/abs/2202.05607.
 
+``OnlineDTLoss``, with ``pi`` the actor's distribution over the sequence's actions, ``a``
+the dataset's actions, ``H = mean(entropy(pi))`` (Monte Carlo when there is no closed
+form) and ``alpha = exp(log_alpha)``:
+
+- ``loss_log_likelihood = -mean(log pi(a))`` (means over the steps, or over those with
+  ``"mask"`` True when the batch has one);
+- ``loss_entropy = -alpha * H`` (``alpha`` detached);
+- ``loss_alpha = alpha * (H - target_entropy)`` (``H`` detached; zero with
+  ``fixed_alpha``), which raises ``alpha`` while ``H`` is below its target.
+
+Also returns the detached ``log_likelihood``, ``entropy`` and ``alpha``.
+
 Shapes: a batch of sequences ``[*B, T]`` (any batch dims); actions ``[*B, T,
 *action_shape]``; log-probabilities and entropies ``[*B, T]``.
 """
@@ -64,19 +76,7 @@ def _check_actor(actor, owner: str, needs_dist: bool) -> None:
 class OnlineDTLoss(Temperature, LossModule):
     """The online decision transformer loss: log-likelihood plus an entropy bonus.
 
-    With ``pi`` the actor's distribution over the actions of the sequence and ``a`` the
-    dataset's actions, ``H = mean(entropy(pi))`` (Monte Carlo when there is no closed
-    form) and ``alpha = exp(log_alpha)``:
-
-    - ``loss_log_likelihood = -mean(log pi(a))``;
-
-    (means over the steps, or those with ``mask`` True when the batch has a ``"mask"``)
-    - ``loss_entropy = -alpha * H`` (``alpha`` detached);
-    - ``loss_alpha = alpha * (H - target_entropy)`` (``H`` detached; zero with
-      ``fixed_alpha``), which raises ``alpha`` while ``H`` is below its target.
-
-    Also returns the detached ``log_likelihood``, ``entropy`` and ``alpha``. Paper:
-    https://arxiv.org/abs/2202.05607.
+    Its terms are written out in the module docstring.
 
     Args:
         actor_network: a probabilistic actor (``get_dist``) reading the sequence (e.g.
@@ -85,15 +85,12 @@ class OnlineDTLoss(Temperature, LossModule):
         min_alpha: lower bound of the temperature (None: none).
         max_alpha: upper bound of the temperature (None: none).
         fixed_alpha: keep the temperature at ``alpha_init``.
-        target_entropy: the entropy target, or ``"auto"`` for ``-prod(action_shape)``
-            (the shape of ``action_spec`` if given, else of the first batch's actions).
-        action_spec: the action spec of one environment (no batch dims), or None.
+        target_entropy: the entropy target, or ``"auto"`` for ``-prod(action_shape)``.
+        action_spec: one env's action spec (no batch dims), else the first batch's actions.
         samples_mc_entropy: samples of the Monte-Carlo entropy estimate.
-        action_margin: before the log-likelihood, the target actions are clamped into
-            ``[low + m * h, high - m * h]`` (``h`` half the range of ``action_spec``'s
-            bounds, needed then): a squashed (TanhNormal) distribution has its ``atanh``
-            infinite at the bounds, and a dataset whose actions were clipped there would
-            otherwise pull its pre-squash scale far out. 0: no clamp.
+        action_margin: ``m``: clamp the target actions into ``[low + m * h, high - m * h]``
+            (``h`` half of ``action_spec``'s range), since a TanhNormal's ``atanh`` is
+            infinite at the bounds where datasets clip actions. 0: no clamp.
 
     Example:
         >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
