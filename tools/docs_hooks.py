@@ -336,6 +336,17 @@ _DIARY = re.compile(
 )
 
 
+def _first_paragraph(lines: list[str]) -> str:
+    """The first paragraph of ``lines`` (hand-wrapped lines joined), headings skipped."""
+    out: list[str] = []
+    for line in lines:
+        if line.strip() and not line.startswith("#"):
+            out.append(line.strip())
+        elif out:
+            break
+    return " ".join(out)
+
+
 def results_tables() -> str:
     """The results page's tables (work-log references such as "(issue 17)" or "since
     session 21" are left out: the page says what was measured, not when it was worked on)."""
@@ -345,10 +356,7 @@ def results_tables() -> str:
         lines = text.splitlines()
         heading = next((ln.lstrip("#").strip() for ln in lines if ln.startswith("#")), path.stem)
         start = next((i for i, ln in enumerate(lines) if ln.startswith("|")), None)
-        setup = next(
-            (ln for ln in lines[1 : start or len(lines)] if ln.strip() and not ln.startswith("#")),
-            "",
-        )
+        setup = _first_paragraph(lines[1 : start or len(lines)])
         out += [f"## {heading}", ""]
         if setup:
             out += [setup, ""]
