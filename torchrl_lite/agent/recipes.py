@@ -30,7 +30,7 @@ from torchrl_lite.envs import (
     gym_test_env_factory,
     gym_train_env_factory,
 )
-from torchrl_lite.recipes.common import DM_CONTROL_PREFIX
+from torchrl_lite.envs.make import DM_CONTROL_PREFIX
 
 __all__ = ["SCHEME_ALGOS", "factories_from_recipe"]
 

@@ -2,8 +2,8 @@
 
 The env pipelines live in :mod:`torchrl_lite.envs.make`, the plain networks in
 :mod:`torchrl_lite.modules.models.plain` and the episode bookkeeping in
-:mod:`torchrl_lite.trainers.episodes`; their names are re-exported here, where the recipe
-files and user scripts have always imported them.
+:mod:`torchrl_lite.trainers.episodes`; their names are re-exported here for the recipe files
+and user scripts that import them from this module.
 """
 
 from __future__ import annotations
