@@ -156,43 +156,30 @@ def _sum_event(x: torch.Tensor, event_dims: int) -> torch.Tensor:
 class TanhNormal(D.Distribution):
     """A Normal distribution squashed by tanh into ``[low, high]``: ``a = c + h * tanh(x)``.
 
-    With ``x ~ Normal(loc, scale)``, centre ``c = (high + low) / 2`` and half-range
-    ``h = (high - low) / 2``. The log-density follows from the change of variables
-
-    ``log p(a) = log N(x; loc, scale) - log h - log(1 - tanh(x)^2)``,
-
-    where ``log(1 - tanh(x)^2) = 2 (log 2 - x - softplus(-2x))`` is computed without
-    cancellation. Values at (or, by rounding, just past) the bounds are moved inside by one
-    float epsilon before ``atanh``, so ``log_prob`` and its gradients stay finite there.
-    ``log_prob`` of the latest differentiable ``rsample`` (a SAC-style loss) is computed from
-    its pre-tanh value instead, exact even where the squashed value rounds to a bound; a
-    sample drawn without gradients (collection) is scored from its value, as a later loss
-    will score it, so PPO's ratios start at exactly 1. ``entropy`` likewise uses pre-tanh
-    samples.
+    With ``x ~ Normal(loc, scale)``, ``c = (high + low) / 2`` and ``h = (high - low) / 2``,
+    ``log p(a) = log N(x; loc, scale) - log h - log(1 - tanh(x)^2)``, the last term as
+    ``2 (log 2 - x - softplus(-2x))`` (no cancellation). Values at the bounds are moved in
+    by one float epsilon before ``atanh``, so ``log_prob`` stays finite there; the latest
+    differentiable ``rsample`` is scored from its pre-tanh value (exact at the bounds), a
+    sample drawn without gradients from its value, as a loss scores it (PPO's ratio: 1). ``mode`` is ``c + h * tanh(loc)``; ``entropy()`` is a
+    differentiable Monte-Carlo estimate; ``mean`` has no closed form.
 
     Args:
         loc: location of the Normal before squashing, ``[*B, A]``.
         scale: standard deviation of the Normal (positive), broadcastable to ``loc``.
-        low: lower bound, a number or a tensor broadcastable to ``loc`` (per-action);
-            default -1.
+        low: lower bound, a number or a tensor broadcastable to ``loc``; default -1.
         high: upper bound, likewise; default 1.
         upscale: with ``tanh_loc``, the location becomes ``upscale * tanh(loc / upscale)``.
         tanh_loc: squash the location into ``±upscale`` first.
         event_dims: trailing dims that form one event (default 1: ``log_prob`` is ``[*B]``).
         min: the seed-era name of ``low`` (TorchRL <= 0.4); give one of them.
         max: the seed-era name of ``high``.
-        safe_tanh: TorchRL's switch for keeping samples off the bounds; accepted (this
-            class always does).
-        validate_args: check ``scale > 0`` and a real ``loc`` (ValueError naming the
-            parameter); off by default, as it costs a host sync per distribution.
-
-    ``mode`` and ``deterministic_sample`` are ``c + h * tanh(loc)``; ``entropy()`` is a
-    Monte-Carlo estimate (differentiable); ``mean`` has no closed form (not implemented).
+        safe_tanh: TorchRL's switch to keep samples off the bounds (always on here).
+        validate_args: check ``scale > 0`` and a real ``loc`` (off by default: a host sync).
 
     Example:
         >>> dist = TanhNormal(torch.zeros(3, 2), torch.ones(3, 2), low=-2.0, high=2.0)
-        >>> action = dist.rsample()
-        >>> action.shape, dist.log_prob(action).shape
+        >>> dist.rsample().shape, dist.log_prob(dist.rsample()).shape
         (torch.Size([3, 2]), torch.Size([3]))
         >>> bool(dist.log_prob(torch.full((3, 2), 2.0)).isfinite().all())
         True

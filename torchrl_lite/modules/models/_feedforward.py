@@ -106,8 +106,7 @@ class MLP(nn.Sequential):
     class serves as a state-action value network.
 
     Args:
-        in_features: input size; ``None`` makes the first layer lazy (size inferred at the
-            first call).
+        in_features: input size; ``None`` makes the first layer lazy (inferred at first call).
         out_features: output size, an int or a shape (the output is reshaped to
             ``[*B, *out_features]``); ``None`` ends the network with the last hidden layer.
         num_cells: width of the hidden layers, an int (with ``depth``) or one int per layer.

@@ -375,8 +375,7 @@ class LSTMModule(_RecurrentModule):
 
     Reads ``[in_key, "recurrent_state_h", "recurrent_state_c", "is_init"]`` and writes
     ``[out_key, ("next", "recurrent_state_h"), ("next", "recurrent_state_c")]``; see the
-    module docstring for step and sequence modes. A missing input or ``"is_init"`` raises
-    ``KeyError``; missing hidden states start from zeros.
+    module docstring for step and sequence modes. Missing hidden states start from zeros.
 
     Args:
         input_size: input features (or an ``nn.LSTM`` to wrap, as TorchRL accepts).
@@ -388,14 +387,12 @@ class LSTMModule(_RecurrentModule):
         in_key: the input key; the hidden keys are then the defaults.
         in_keys: ``[input, h, c]`` keys (instead of ``in_key``).
         out_key: the output key; the next hidden keys are then ``("next", h)``, ``("next", c)``.
-        out_keys: ``[output, h, c]``, as given (TorchRL's rule): write
-            ``("next", h)`` / ``("next", c)`` for the states the next step reads.
+        out_keys: ``[output, h, c]`` as given (TorchRL's rule: pass ``("next", h)``, ...).
         device: where to create the parameters.
         lstm: an existing ``nn.LSTM`` (batch_first=True) instead of the size arguments.
         default_recurrent_mode: the mode outside any ``set_recurrent_mode`` context.
-        python_based: run the LSTM step by step in Python on the ``nn.LSTM``'s weights
-            (TorchRL's switch, for ``torch.vmap`` / ``torch.compile``); same outputs,
-            slower.
+        python_based: run the LSTM step by step in Python (for ``torch.vmap`` /
+            ``torch.compile``); same outputs, slower.
 
     Example:
         >>> lstm = LSTMModule(input_size=3, hidden_size=8, in_key="obs", out_key="features")
