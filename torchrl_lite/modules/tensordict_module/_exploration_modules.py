@@ -285,13 +285,11 @@ class AdditiveGaussianModule(_Annealed):
 class OrnsteinUhlenbeckProcessModule(_Annealed):
     """Add temporally correlated Ornstein-Uhlenbeck noise ``eps * x_t`` to the action.
 
-    ``x_{t+1} = x_t + theta * (mu - x_t) * dt + sigma_t * sqrt(dt) * N(0, 1)``, started
-    at ``x0`` (zeros by default). ``x_t`` and the per-env step count are kept in the
-    TensorDict under ``"_ou_prev_noise"`` / ``"_ou_steps"`` (so they travel with
-    ``step_mdp``) and restart where ``is_init_key`` is True, or when absent. ``sigma_t``
-    is ``sigma``, or, with ``sigma_min``, goes linearly from ``sigma`` to ``sigma_min``
-    over ``n_steps_annealing`` steps of each trajectory. ``eps`` is annealed by
-    ``step(frames)`` from ``eps_init`` to ``eps_end``.
+    ``x_{t+1} = x_t + theta * (mu - x_t) * dt + sigma_t * sqrt(dt) * N(0, 1)`` from ``x0``.
+    ``x_t`` and the per-env step count live in the TensorDict (``"_ou_prev_noise"``,
+    ``"_ou_steps"``, so they travel with ``step_mdp``) and restart where ``is_init_key``
+    is True or absent. ``sigma_t`` anneals per trajectory when ``sigma_min`` is set;
+    ``step(frames)`` anneals ``eps``.
 
     Args:
         spec: the action spec (a ``Composite`` holding ``action_key`` is accepted).

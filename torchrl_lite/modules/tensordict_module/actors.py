@@ -107,15 +107,12 @@ class ProbabilisticActor(SafeProbabilisticTensorDictSequential):
         distribution_class: the distribution (e.g. ``TanhNormal``).
         distribution_kwargs: constant keyword arguments (e.g. ``{"low": -1, "high": 1}``).
         return_log_prob: also write the log-probability at ``log_prob_key``.
-        default_interaction_type: exploration type used outside a
-            ``set_exploration_type`` block.
+        default_interaction_type: exploration type outside ``set_exploration_type``.
         log_prob_key: key of the log-probability. Defaults to ``"sample_log_prob"``.
-        **kwargs: passed to ``SafeProbabilisticModule`` (``n_empirical_estimate``,
-            ``num_samples``).
+        **kwargs: passed to ``SafeProbabilisticModule`` (e.g. ``num_samples``).
 
     Raises:
-        ValueError: the distribution needs a parameter that neither ``in_keys`` nor
-            ``distribution_kwargs`` provide.
+        ValueError: a distribution parameter neither in ``in_keys`` nor in the kwargs.
 
     Example:
         >>> from tensordict import TensorDict

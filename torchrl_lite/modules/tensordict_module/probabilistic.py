@@ -87,23 +87,19 @@ class SafeProbabilisticModule(_SpecMixin, ProbabilisticTensorDictModule):
     The value follows the exploration type: a sample under ``ExplorationType.RANDOM``,
     the mode / deterministic sample under ``DETERMINISTIC``, ``MODE`` or ``MEAN``
     (``default_interaction_type`` outside any ``set_exploration_type`` block). With
-    ``return_log_prob=True`` the log-probability of the value is written at
-    ``log_prob_key`` (``"sample_log_prob"``). With ``safe=True`` the value is projected
-    into ``spec`` (the log-probability is that of the value before projection); with
-    ``safe=False`` it is written unchanged.
+    ``safe=True`` the value is projected into ``spec`` (the log-probability is that of
+    the value before projection).
 
     Args:
-        in_keys: entries holding the distribution parameters; the last element of each
-            key names the parameter (``["loc", "scale"]``), or a dict
-            ``{param: key}``.
+        in_keys: the parameters' entries (the last element of each key names the
+            parameter: ``["loc", "scale"]``), or a dict ``{param: key}``.
         out_keys: where the value is written. Defaults to ``["action"]``.
         spec: spec of the value (``TensorSpec``) or a ``Composite`` keyed by out key.
         safe: project the value into ``spec``.
-        default_interaction_type: the exploration type used outside a
-            ``set_exploration_type`` block.
+        default_interaction_type: the exploration type outside ``set_exploration_type``.
         distribution_class: the distribution (class or callable taking the parameters).
         distribution_kwargs: extra constant keyword arguments of the distribution.
-        return_log_prob: also write the log-probability of the value.
+        return_log_prob: also write the value's log-probability at ``log_prob_key``.
         log_prob_key: where the log-probability goes (one out key only).
         n_empirical_estimate: samples averaged for ``MEAN`` when the distribution has
             no closed-form mean.
