@@ -119,18 +119,15 @@ def _box_policy(features: _Features, in_keys, action_space, log_std_init, squash
 
 
 class OnPolicyActor(nn.Module):
-    """A policy (``actor.policy``, a ``ProbabilisticActor``) and a critic (``actor.value``,
-    a ``ValueOperator`` writing ``"state_value"``), each with its own feature extractor.
+    """A policy (``actor.policy``) and a critic (``actor.value``, writing ``"state_value"``),
+    each with its own feature extractor.
 
-    Box actions: by default a tanh-squashed Normal with a state-independent log-std (the
-    PPO recipe's policy; with the default ``MLP`` extractor the networks are the recipe's).
-    With ``squash_output=False``, an unsquashed Normal (state-independent log-std) whose
-    sample is clipped to the bounds for the env, and with ``use_sde=True`` gSDE's
-    state-dependent Normal (``GSDEHead`` / ``GSDENormal`` on the last hidden layer) with
-    that clipping; both are ``ClippedProbabilisticActor`` s, which also write the raw
-    sample at ``"raw_action"`` (the log-probability is the raw sample's; ``PPO`` scores
-    that entry). Discrete actions: a one-hot categorical. The policy writes ``"action"``
-    and ``"sample_log_prob"``.
+    Box actions: a tanh-squashed Normal with a state-independent log-std (with the default
+    ``MLP`` extractor, the PPO recipe's networks); with ``squash_output=False`` or
+    ``use_sde`` (gSDE's ``GSDEHead`` / ``GSDENormal``), a Normal clipped to the bounds for
+    the env by a ``ClippedProbabilisticActor``, which also writes the raw sample, the one
+    ``PPO`` scores, at ``"raw_action"``. Discrete actions: a one-hot categorical. The
+    policy writes ``"action"`` and ``"sample_log_prob"``.
 
     Args:
         obs_space, action_space: gymnasium spaces of one env.
@@ -138,20 +135,14 @@ class OnPolicyActor(nn.Module):
         feature_extractor_kwargs: its keyword arguments (e.g. ``hidden_sizes``).
         recurrent_nets: must be False (see ``check_recurrent``).
         policy, value: ready-made networks instead (used by ``factories_from_recipe``).
-        normalize_obs: standardise Box observations with running statistics (a
-            ``RunningNorm`` in each network, updated by the gradient worker once per
-            round; saved with the weights, so evaluation uses them).
-        log_std_init: the initial log-std of the Box-action policy (the recipe's 0); with
-            ``use_sde``, the initial value of every entry of gSDE's ``log_sigma``.
-        use_sde: generalized state-dependent exploration (Box actions; see
-            ``torchrl_lite.modules.GSDEHead``).
-        sde_sample_freq: steps between two draws of gSDE's noise matrices (``<= 0``: only
-            when the collection starts / the batch size changes).
-        sde_reset_on_episode_start: also draw new noise for an env whose episode starts
-            (the policy reads ``"is_init"``, which the collector then tracks; this turns
-            off the collector's numpy fast path).
-        squash_output: True: TanhNormal; False: Normal whose sample is clipped for the
-            env. Default: True without gSDE, False with it (True with gSDE raises).
+        normalize_obs: standardise Box observations with a ``RunningNorm`` in each network
+            (updated once per round; saved with the weights, so evaluation uses them).
+        log_std_init: the Box policy's initial log-std (0), or each gSDE ``log_sigma`` entry.
+        use_sde: generalized state-dependent exploration (Box actions; ``GSDEHead``).
+        sde_sample_freq: steps between draws of gSDE's noise (``<= 0``: once per collection).
+        sde_reset_on_episode_start: also draw new noise where an episode starts (reads
+            ``"is_init"``; turns off the collector's numpy fast path).
+        squash_output: TanhNormal (True, the default without gSDE) or a clipped Normal.
 
     Example:
         >>> obs_space = gymnasium.spaces.Box(-1, 1, (3,))

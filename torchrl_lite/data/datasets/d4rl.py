@@ -138,10 +138,9 @@ def d4rl_file_names(dataset_id: str) -> list[str]:
 class D4RLExperienceReplay(BaseDatasetExperienceReplay):
     """A D4RL dataset read from the local caches, sampled like a replay buffer.
 
-    Looked for, in order: in ``root`` when given (the file names of
-    :func:`d4rl_file_names`, or a ``<dataset_id>/`` memory-mapped folder), TorchRL's converted cache ``~/.cache/torchrl/d4rl/<dataset_id>/``,
-    the d4rl package's download folder (``$D4RL_DATASET_DIR`` or ``~/.d4rl/datasets``, the
-    file named as its URL, see :func:`d4rl_file_names`) and
+    Looked for, in order: in ``root`` (the names of :func:`d4rl_file_names`, or a
+    ``<dataset_id>/`` memory-mapped folder), TorchRL's cache ``~/.cache/torchrl/d4rl/``,
+    d4rl's download folder (``$D4RL_DATASET_DIR`` or ``~/.d4rl/datasets``) and
     ``$TORCHRL_LITE_DATA_DIR/d4rl/<dataset_id>.hdf5``. An HDF5 file is converted once into
     memory-mapped files next to it (see :func:`read_d4rl_hdf5` for the keys).
     ``tools/make_offline_cache.py`` writes a small dataset in d4rl's layout from rollouts.
@@ -155,14 +154,11 @@ class D4RLExperienceReplay(BaseDatasetExperienceReplay):
         split_trajs: store padded trajectories ``[K, max_len]`` with
             ``("collector", "mask")``; samples are then ``[batch_size, max_len]``.
         root: a folder to look in first.
-        download: if the dataset is found nowhere, fetch it from the URL the ``d4rl``
-            package lists (needs ``d4rl`` and network access); ``False`` never touches
-            the network.
+        download: if found nowhere, fetch it from the URL ``d4rl`` lists (needs ``d4rl`` and
+            the network); ``False`` never touches the network.
         use_truncated_as_done: whether timeouts count as ``done``.
-        direct_download: TorchRL's choice between its own downloader and d4rl's; both
-            read the same files here, so it only matters when downloading.
-        from_env: TorchRL's reading through ``gym.make(dataset_id)`` (d4rl's gym envs);
-            not supported (``ValueError``): read the file instead.
+        direct_download: TorchRL's downloader choice; the files read are the same.
+        from_env: reading through d4rl's gym envs: not supported (``ValueError``).
         terminate_on_end: accepted for TorchRL's signature; the files are read whole.
 
     Example:

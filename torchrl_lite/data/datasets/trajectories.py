@@ -83,14 +83,12 @@ class TrajectoryWindows:
         capacity: trajectories kept (None: all). A ``data`` with more keeps its
             ``capacity`` highest-return trajectories (in their order).
         evict: what :meth:`extend` drops past ``capacity``: ``"oldest"`` (first in, first
-            out) or ``"lowest_return"`` (the buffer keeps the best trajectories seen; ties:
-            the older leaves). A trajectory cut by the end of a file counts with the return
-            of its part.
+            out) or ``"lowest_return"`` (keeps the best trajectories seen; ties: the older
+            leaves; a trajectory cut by a file's end counts with its part's return).
 
     Raises:
         KeyError: ``data`` lacks rewards or trajectory ids (episode ends); names the entry.
-        ValueError: ``context_length`` is longer than every trajectory, or ``evict`` is
-            unknown.
+        ValueError: ``context_length`` exceeds every trajectory, or ``evict`` is unknown.
 
     Example:
         >>> data = TensorDict({"observation": torch.randn(6, 3), "action": torch.randn(6, 1),

@@ -39,13 +39,11 @@ class SliceSampler(Sampler):
         slice_len: steps per slice.
         end_key: the key of the end-of-trajectory flag.
         traj_key: the key of the trajectory id (instead of ``end_key``).
-        strict_length: if ``True``, only trajectories of at least ``slice_len`` steps are
-            used; if ``False``, shorter ones give shorter slices (the batch is smaller).
+        strict_length: use only trajectories of ``>= slice_len`` steps (else: shorter slices).
         truncated_key: where the slice ends are marked.
-        cache_values: keep the trajectory boundaries between samples (default; they are
-            recomputed whenever the storage changes, so this is safe with ``extend``);
-            ``False`` recomputes them at every sample. TorchRL defaults to ``False`` and
-            caches only when asked (for static datasets): the samples are the same.
+        cache_values: keep the trajectory boundaries between samples (default: they are
+            recomputed when the storage changes); ``False`` (TorchRL's default) recomputes
+            them at every sample, with the same samples.
 
     Example:
         >>> from tensordict import TensorDict
