@@ -6,8 +6,10 @@ if the message carries one, its **payload**, pickled. A channel built with
 ``share_tensors=True`` (or a ``send(..., share_tensors=True)``) pickles with
 ``ForkingPickler``, as ``Connection.send`` does: tensors in shared memory travel as file
 descriptors, the others are moved to shared memory; otherwise tensors travel by value.
-A command without payload is a single byte: the per-step commands of a ParallelEnv
-(``STEP``, ``RESET``) cost one small write each way and no pickling.
+A command without payload is a single byte, and the reply :data:`OK` without payload
+is the empty frame (one read of the length, nothing after it): the per-step commands of
+a ParallelEnv (``STEP``, ``RESET``) cost one small write and read each way and no
+pickling.
 
 The reply to a failed command is the tag :data:`ERROR` with an
 :class:`~torchrl_lite.workers.errors.ErrorReply` (type, message, worker traceback).
@@ -89,7 +91,7 @@ class PipeChannel:
 
     def send(self, tag: bytes, payload: Any = _NOTHING, *, share_tensors: bool | None = None):
         if payload is _NOTHING:
-            data = tag
+            data = b"" if tag == OK else tag
         elif self.share_tensors if share_tensors is None else share_tensors:
             data = tag + ForkingPickler.dumps(payload)
         else:
@@ -109,7 +111,11 @@ class PipeChannel:
             data = self.conn.recv_bytes()
         else:
             size = _HEADER.unpack(_read_exact(self.fd, 4))[0]
+            if not size:
+                return OK, None
             data = _read_exact(self.fd, size)
+        if not data:
+            return OK, None
         return data[:1], (pickle.loads(data[1:]) if len(data) > 1 else None)
 
     def poll(self, timeout: float) -> bool:
