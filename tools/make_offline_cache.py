@@ -12,6 +12,9 @@ Usage::
     python tools/make_offline_cache.py minari mujoco/hopper/expert-v0 --env Hopper-v4
     python tools/make_offline_cache.py torchrl-ci      # the datasets TorchRL's CI scripts read
 
+``torchrl-ci`` also writes a synthetic OpenML ``adult`` table (random rows with the real
+table's columns) into scikit-learn's OpenML cache for the bandit example's ``OpenMLEnv``.
+
 ``--out DIR`` writes elsewhere than the default folder ($D4RL_DATASET_DIR /
 $MINARI_DATASETS_PATH are honoured too).
 """
@@ -66,7 +69,32 @@ def main(argv: list[str] | None = None) -> int:
     for kind, dataset_id, env_id in jobs:
         path = make(kind, dataset_id, env_id, args.frames, args.seed, args.out)
         print(f"{kind} {dataset_id}: {args.frames} transitions of {env_id} -> {path}")
+    if args.kind == "torchrl-ci":
+        path = make_openml_adult(args.frames, args.seed, args.out)
+        print(f"openml adult: {args.frames} synthetic rows -> {path}")
     return 0
+
+
+def make_openml_adult(rows: int, seed: int, out) -> str:
+    """OpenML's ``adult`` (version 1) in scikit-learn's cache: synthetic rows."""
+    from torchrl_lite.envs.libs.openml_cache import (
+        ADULT_COLUMNS,
+        ADULT_DATA_ID,
+        synthetic_adult,
+        write_openml_cache,
+    )
+
+    path = write_openml_cache(
+        "adult",
+        synthetic_adult(rows, seed=seed),
+        ADULT_COLUMNS,
+        target="class",
+        data_id=ADULT_DATA_ID,
+        data_home=out,
+        note="SYNTHETIC rows with the columns of OpenML's adult table (random values, not "
+        "the real data), written by tools/make_offline_cache.py for offline runs.",
+    )
+    return str(path)
 
 
 if __name__ == "__main__":

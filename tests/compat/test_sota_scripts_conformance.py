@@ -24,6 +24,13 @@ from torchrl_lite.collectors import (
 )
 from torchrl_lite.data import Bounded
 from torchrl_lite.envs import ParallelEnv, SerialEnv, StepCounter, TransformedEnv
+from torchrl_lite.envs.libs.openml import OpenMLEnv
+from torchrl_lite.envs.libs.openml_cache import (
+    ADULT_COLUMNS,
+    ADULT_DATA_ID,
+    synthetic_adult,
+    write_openml_cache,
+)
 from torchrl_lite.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl_lite.objectives import CQLLoss
 from torchrl_lite.recipes import cql as cql_recipe
@@ -240,3 +247,73 @@ def test_script_with_nested_workers_exits_without_shutdown(tmp_path, how):
     assert len(pids) == 2
     time.sleep(0.5)
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)
+
+
+# -- OpenMLEnv from scikit-learn's OpenML cache (bandits/dqn), never downloading ---------
+@pytest.fixture
+def adult_cache(tmp_path, monkeypatch):
+    pytest.importorskip("sklearn")
+    monkeypatch.setenv("SCIKIT_LEARN_DATA", str(tmp_path))
+    table = synthetic_adult(600, seed=1)
+    write_openml_cache(
+        "adult", table, ADULT_COLUMNS, target="class", data_id=ADULT_DATA_ID, note="test"
+    )
+    return table
+
+
+def _complete_rows(table):
+    keep = [i for i in range(len(table["age"])) if all(v[i] is not None for v in table.values())]
+    return {column: [values[i] for i in keep] for column, values in table.items()}
+
+
+def test_openml_env_predicts_adult_occupation_as_torchrl_does(adult_cache):
+    rows = _complete_rows(adult_cache)
+    env = OpenMLEnv("adult_num", batch_size=[8])
+    # classes: the occupations of the rows without missing values, in sorted order
+    names = sorted(set(rows["occupation"]))
+    expected = torch.tensor([names.index(v) for v in rows["occupation"]])
+    assert torch.equal(env.labels, expected)
+    assert env.action_spec.n == len(names)
+    # 13 features (14 columns less the target and the occupation), each standardised
+    assert env.features.shape == (len(expected), 13)
+    age = torch.tensor(rows["age"], dtype=torch.float64)
+    torch.testing.assert_close(
+        env.features[:, 0].double(), (age - age.mean()) / age.std(correction=0), atol=1e-5, rtol=0
+    )
+    td = env.reset()
+    assert td["observation"].shape == (8, 13) and td["y"].shape == (8,)
+
+
+def test_openml_env_onehot_columns(adult_cache):
+    rows = _complete_rows(adult_cache)
+    categorical = [c for c, v in ADULT_COLUMNS.items() if v and c not in ("occupation", "class")]
+    numeric = [c for c, v in ADULT_COLUMNS.items() if v is None]
+    width = len(numeric) + sum(len(set(rows[c])) for c in categorical)
+    env = OpenMLEnv("adult_onehot", batch_size=[4])
+    assert env.features.shape[1] == width
+    onehot = env.features[:, len(numeric) :]
+    assert torch.equal(onehot.sum(1), torch.full((onehot.shape[0],), float(len(categorical))))
+
+
+def test_openml_env_names_the_missing_cache_file(tmp_path, monkeypatch):
+    pytest.importorskip("sklearn")
+    monkeypatch.setenv("SCIKIT_LEARN_DATA", str(tmp_path))
+    with pytest.raises(
+        FileNotFoundError, match="data_version/1.gz is missing.*nothing is downloaded"
+    ):
+        OpenMLEnv("adult_onehot")
+    write_openml_cache(
+        "adult", synthetic_adult(50), ADULT_COLUMNS, target="class", data_id=ADULT_DATA_ID
+    )
+    (tmp_path / "openml/openml.org/api/v1/json/data/features/1590.gz").unlink()
+    with pytest.raises(FileNotFoundError, match="features/1590.gz is missing"):
+        OpenMLEnv("adult_num")
+
+
+def test_write_openml_cache_bad_tables(tmp_path):
+    with pytest.raises(ValueError, match="target 'label' is not a column of \\['a'\\]"):
+        write_openml_cache("t", {"a": [1]}, {}, target="label", data_id=1, data_home=tmp_path)
+    with pytest.raises(ValueError, match="different lengths"):
+        write_openml_cache(
+            "t", {"a": [1], "b": [1, 2]}, {}, target="b", data_id=1, data_home=tmp_path
+        )

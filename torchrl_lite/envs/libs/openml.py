@@ -13,9 +13,13 @@ plays any in-memory dataset the same way.
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 from pathlib import Path
+from urllib.parse import urlparse
 
+import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
@@ -25,15 +29,15 @@ from torchrl_lite.envs.common import EnvBase
 
 __all__ = ["OpenMLEnv"]
 
-# TorchRL's dataset names -> (OpenML name, one-hot encode the categorical columns)
+# TorchRL's dataset names -> (OpenML name, version, how the table becomes features/classes)
 OPENML_DATASETS = {
-    "adult_num": ("adult", False),
-    "adult_onehot": ("adult", True),
-    "mushroom_num": ("mushroom", False),
-    "mushroom_onehot": ("mushroom", True),
-    "covertype": ("covertype", False),
-    "shuttle": ("shuttle", False),
-    "magic": ("MagicTelescope", False),
+    "adult_num": ("adult", 1, "adult"),
+    "adult_onehot": ("adult", 1, "adult_onehot"),
+    "mushroom_num": ("mushroom", 1, "codes"),
+    "mushroom_onehot": ("mushroom", 1, "codes_onehot"),
+    "covertype": ("covertype", 3, "scaled"),
+    "shuttle": ("shuttle", 1, "scaled"),
+    "magic": ("MagicTelescope", 1, "scaled"),
 }
 
 
@@ -42,16 +46,51 @@ def sklearn_data_home() -> Path:
     return Path(os.environ.get("SCIKIT_LEARN_DATA", Path.home() / "scikit_learn_data"))
 
 
+def openml_cache_missing(folder: Path, name: str, version: int) -> Path | None:
+    """The first file of ``fetch_openml(name, version=version)``'s cache missing under
+    ``folder`` (scikit-learn's ``<data_home>/openml``), or None: then nothing is fetched."""
+    root = folder / "openml.org"
+    listing = (
+        root / f"api/v1/json/data/list/data_name/{name.lower()}/limit/2/data_version/{version}.gz"
+    )
+    if not listing.exists():
+        return listing
+    data_id = _read_json(listing)["data"]["dataset"][0]["did"]
+    info = root / f"api/v1/json/data/{data_id}.gz"
+    if not info.exists():
+        return info
+    table = root / (
+        urlparse(_read_json(info)["data_set_description"]["url"]).path.lstrip("/") + ".gz"
+    )
+    for path in (
+        root / f"api/v1/json/data/features/{data_id}.gz",
+        root / f"api/v1/json/data/qualities/{data_id}.gz",
+        table,
+    ):
+        if not path.exists():
+            return path
+    return None
+
+
+def _read_json(path: Path) -> dict:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
 def _load_openml(dataset_name: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Features ``[N, F]`` (float32) and class ids ``[N]`` of a cached OpenML dataset."""
+    """Features ``[N, F]`` (float32) and class ids ``[N]`` of a cached OpenML dataset,
+    prepared as TorchRL's ``OpenMLExperienceReplay`` prepares them: adult predicts the
+    occupation (rows with missing values dropped), categories become codes (and one-hot
+    columns for ``*_onehot``), numeric features are standardised."""
     if dataset_name not in OPENML_DATASETS:
         raise ValueError(
             f"OpenMLEnv: unknown dataset {dataset_name!r}; known: {sorted(OPENML_DATASETS)}."
         )
-    name, one_hot = OPENML_DATASETS[dataset_name]
+    name, version, recipe = OPENML_DATASETS[dataset_name]
     folder = sklearn_data_home() / "openml"
     try:
         from sklearn.datasets import fetch_openml
+        from sklearn.preprocessing import LabelEncoder, OneHotEncoder, StandardScaler
     except ImportError as err:
         raise ImportError(
             f"OpenMLEnv({dataset_name!r}) reads OpenML's {name!r} table through scikit-learn's "
@@ -59,27 +98,37 @@ def _load_openml(dataset_name: str) -> tuple[torch.Tensor, torch.Tensor]:
             "Nothing is downloaded here; OpenMLEnv.from_arrays(features, labels) plays any "
             "dataset you have in memory."
         ) from err
-    import pandas as pd
-
-    try:
-        frame = fetch_openml(name, version=1, as_frame=True, download_if_missing=False)
-    except OSError as err:
+    missing = openml_cache_missing(folder, name, version)
+    if missing is not None:
         raise FileNotFoundError(
             f"OpenMLEnv({dataset_name!r}): OpenML's {name!r} table is not in scikit-learn's "
-            f"cache {folder}, and nothing is downloaded here. Fetch it once where the network "
-            f"is reachable (sklearn.datasets.fetch_openml({name!r}, version=1)) and copy "
-            f"{folder} over."
-        ) from err
-    features = frame.data
-    categorical = features.select_dtypes(exclude="number").columns
-    if one_hot:
-        features = pd.get_dummies(features, columns=list(categorical))
+            f"cache {folder} ({missing} is missing), and nothing is downloaded here. Fetch it "
+            f"once where the network is reachable (sklearn.datasets.fetch_openml({name!r}, "
+            f"version={version})) and copy {folder} over."
+        )
+    x, y = fetch_openml(name, version=version, data_home=str(folder.parent), return_X_y=True)
+    if recipe.startswith("adult"):
+        x = x[~x.isna().any(axis=1)]
+        y, x = x["occupation"], x.drop(columns=["occupation"])
+    categorical = list(x.select_dtypes(exclude="number").columns)
+    numeric = [c for c in x.columns if c not in categorical]
+    x = x.copy()
+    for column in categorical:
+        x[column] = LabelEncoder().fit_transform(x[column])
+    if recipe == "adult_onehot":
+        x = np.concatenate(
+            [
+                StandardScaler().fit_transform(x[numeric]),
+                OneHotEncoder(sparse_output=False).fit_transform(x[categorical]),
+            ],
+            axis=1,
+        )
+    elif recipe == "codes_onehot":
+        x = OneHotEncoder(sparse_output=False).fit_transform(x)
     else:
-        for column in categorical:
-            features[column] = features[column].cat.codes
-    labels = frame.target.astype("category").cat.codes.to_numpy()
-    x = torch.as_tensor(features.to_numpy(dtype="float32"))
-    return x, torch.as_tensor(labels, dtype=torch.long)
+        x = StandardScaler().fit_transform(x)
+    labels = LabelEncoder().fit_transform(y)
+    return torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(labels, dtype=torch.long)
 
 
 class OpenMLEnv(EnvBase):
