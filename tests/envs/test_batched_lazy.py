@@ -272,3 +272,20 @@ def test_lazy_parallel_env_with_groups_of_copies_per_worker(no_leftover_workers)
         out = env.rollout(7, policy, break_when_any_done=False)
     for i in range(5):
         assert_same(out[i], expected[i])
+
+
+@pytest.mark.parametrize("cls", [SerialEnv, ParallelEnv])
+def test_lazy_batched_env_keeps_its_class_and_equal_copies_have_no_lazy_part(
+    cls, no_leftover_workers
+):
+    # the lazy part is chosen once at construction; the env's class never changes
+    tasks = cls(2, [MAKE_A, MAKE_B])
+    same = cls(2, [MAKE_A, MAKE_A])
+    try:
+        assert type(tasks) is cls and type(same) is cls
+        assert type(tasks._lazy).__name__ == f"Lazy{cls.__name__[:-3]}"
+        assert same._lazy is None
+        assert isinstance(tasks.rollout(2), LazyStackedTensorDict)
+        assert not isinstance(same.rollout(2), LazyStackedTensorDict)
+    finally:
+        tasks.close(), same.close()
