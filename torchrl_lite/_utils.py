@@ -26,18 +26,24 @@ def _key_text(key) -> str:
     return ".".join(key) if isinstance(key, tuple) else str(key)
 
 
+def closest_matches(name, candidates, n: int = 1) -> list:
+    """Up to ``n`` candidates close to ``name``, closest first (keys may be tuples)."""
+    by_text = {_key_text(c): c for c in candidates}
+    close = difflib.get_close_matches(_key_text(name), list(by_text), n=n, cutoff=0.6)
+    return [by_text[text] for text in close]
+
+
 def closest_match(name, candidates) -> object | None:
     """The candidate closest to ``name`` (keys may be strings or tuples), or None."""
-    by_text = {_key_text(c): c for c in candidates}
-    close = difflib.get_close_matches(_key_text(name), list(by_text), n=1, cutoff=0.6)
-    return by_text[close[0]] if close else None
+    close = closest_matches(name, candidates)
+    return close[0] if close else None
 
 
-def did_you_mean(name, candidates) -> str:
-    """``" Did you mean 'x'?"`` for the candidate closest to ``name``, or ``""``: the one
-    wording of every did-you-mean in the package."""
-    match = closest_match(name, candidates)
-    return f" Did you mean {match!r}?" if match is not None else ""
+def did_you_mean(name, candidates, n: int = 1) -> str:
+    """``" Did you mean 'x'?"`` (up to ``n`` names) for the candidates closest to ``name``,
+    or ``""``: the one wording of every did-you-mean in the package."""
+    close = closest_matches(name, candidates, n)
+    return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 
 def missing_key_message(key, available) -> str:

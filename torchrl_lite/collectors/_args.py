@@ -8,7 +8,7 @@ import torch
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
-from torchrl_lite._utils import closest_match
+from torchrl_lite._utils import did_you_mean
 from torchrl_lite.envs.common import EnvBase
 
 
@@ -81,11 +81,10 @@ def check_policy_inputs(policy, provided: set, owner: str) -> None:
     missing = [key for key in in_keys if key not in provided]
     if missing:
         available = sorted(provided, key=str)
-        hint = closest_match(missing[0], available)
         raise KeyError(
             f"{owner}: the policy reads {missing} (policy.in_keys={list(in_keys)}), which the "
             f"env does not provide; the env gives {available}."
-            + (f" Did you mean {hint!r}?" if hint is not None else "")
+            + did_you_mean(missing[0], available)
             + " Build the policy with in_keys from these, or add a transform that writes them."
         )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import difflib
+from torchrl_lite._utils import did_you_mean
 
 
 def _check_num_envs(num_envs) -> None:
@@ -37,8 +37,7 @@ def _check_env_id(env_name) -> None:
     if env_name in gym.registry or (_register_ale() and env_name in gym.registry):
         return
     if "/" not in env_name and ":" not in env_name:
-        close = difflib.get_close_matches(env_name, list(gym.registry.keys()), n=3, cutoff=0.6)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        hint = did_you_mean(env_name, list(gym.registry.keys()), n=3)
         raise ValueError(
             f"Unknown gymnasium env id {env_name!r}.{hint} Registered ids are listed by gymnasium.pprint_registry()."
         )
