@@ -317,3 +317,13 @@ def test_write_openml_cache_bad_tables(tmp_path):
         write_openml_cache(
             "t", {"a": [1], "b": [1, 2]}, {}, target="b", data_id=1, data_home=tmp_path
         )
+
+
+def test_insert_transform_returns_the_env_for_reassignment():
+    # current TorchRL's discrete CQL script: eval_env = eval_env.insert_transform(0, t)
+    env = TransformedEnv(CountingEnv(limit=100), StepCounter())
+    same = env.insert_transform(0, StepCounter(max_steps=2, step_count_key="inner_count"))
+    assert same is env
+    assert [type(t).__name__ for t in env.transform] == ["StepCounter", "StepCounter"]
+    rollout = env.rollout(4, constant_policy())
+    assert rollout["next", "inner_count"].flatten().tolist() == [1, 2]  # truncated at 2

@@ -179,9 +179,11 @@ class TransformedEnv(EnvBase):
         """Add a transform at the end of the list (its keys are checked now)."""
         self._compose.append(transform)
 
-    def insert_transform(self, index: int, transform: Transform) -> None:
-        """Insert a transform before position ``index`` (``-len <= index <= len``)."""
+    def insert_transform(self, index: int, transform: Transform) -> TransformedEnv:
+        """Insert a transform before position ``index`` (``-len <= index <= len``); returns
+        the env, as TorchRL's does (``env = env.insert_transform(0, t)``)."""
         self._compose.insert(index, transform)
+        return self
 
     def _set_transforms(self, transforms: list) -> None:
         """Validate ``transforms`` against the specs, then make them the env's list."""
