@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "torchrl_lite"
 
 # Lowest floor first. A package may import its own floor and every floor below it.
 FLOORS = [
-    {"_td", "_utils", "_keys", "_timing", "_atomic", "_mp", "workers"},
+    {"_td", "_utils", "_keys", "_timing", "_atomic", "_mp", "_returns", "workers"},
     {"data"},
     {"modules"},
     {"envs", "record"},
