@@ -113,3 +113,23 @@ def test_cli_resume_missing_or_corrupt(capsys, ppo_run, tmp_path):
 def test_cli_demo(capsys):
     assert main(["demo", "--env", "CartPole-v1", "--num-envs", "2", "--steps", "100"]) == 0
     assert "random policy on CartPole-v1" in capsys.readouterr().out
+
+
+def test_cli_output_into_a_closed_pipe_stops_quietly():
+    """`torchrl-lite config ppo | head -1`: the reader left before the output was written;
+    the command stops with no error line and no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write
+    done = subprocess.run(
+        [sys.executable, "-m", "torchrl_lite", "config", "ppo"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(write)
+    assert done.stderr == ""
+    assert done.returncode == 0

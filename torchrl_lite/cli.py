@@ -37,12 +37,8 @@ __all__ = ["build_parser", "evaluate", "main", "make_dataset", "trained_trainer"
 def _check_options(args) -> None:
     """Range-check the command's own options before anything runs."""
     rules = {  # option -> (attribute, lowest allowed value)
-        "train": [
-            ("--frames", "frames", 1),
-            ("--seed", "seed", 0),
-            ("--eval-every", "eval_every", 1),
-            ("--eval-episodes", "eval_episodes", 1),
-        ],
+        "train": [("--frames", "frames", 1), ("--seed", "seed", 0)]
+        + [(f"--eval-{what}", f"eval_{what}", 1) for what in ("every", "episodes")],
         "eval": [("--episodes", "episodes", 1)],
         "dataset": [("--frames", "frames", 1), ("--seed", "seed", 0), ("--noise", "noise", 0)],
         "demo": [("--num-envs", "num_envs", 0), ("--steps", "steps", 1), ("--seed", "seed", 0)],
@@ -288,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides += extra
     try:
         return _run(args)
+    except BrokenPipeError:  # the reader left (`| head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (ValueError, FileNotFoundError, ImportError, PermissionError) as err:
         print(f"torchrl-lite: error: {err}", file=sys.stderr)
         return 2
