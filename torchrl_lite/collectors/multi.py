@@ -33,7 +33,6 @@ through it):
 from __future__ import annotations
 
 import multiprocessing
-import os
 import weakref
 
 import torch
@@ -63,12 +62,13 @@ from torchrl_lite.collectors._worker import (
     _worker_main,
 )
 from torchrl_lite.envs.utils import ExplorationType
-from torchrl_lite.workers.channel import ERROR, PipeChannel, Poller
+from torchrl_lite.workers.channel import ERROR, Poller
 from torchrl_lite.workers.errors import remote_error
 from torchrl_lite.workers.process import (
     CloudPickled,
     death_message,
     start_method,
+    start_worker,
     stop_processes,
 )
 
@@ -192,7 +192,7 @@ class _MultiDataCollector(DataCollectorBase):
                         **{name: values[w] for name, values in options.items()},
                     },
                 }
-                self._start_worker(ctx, w, setup, forked)
+                self._start_worker(ctx, w, setup)
             self.closed = False
             self._wait(range(n), "start", STARTED)
         except BaseException:
@@ -210,21 +210,20 @@ class _MultiDataCollector(DataCollectorBase):
             )
         return frames_per_batch // n
 
-    def _start_worker(self, ctx, w: int, setup: dict, forked: bool) -> None:
-        parent_conn, child_conn = ctx.Pipe(duplex=True)
-        inherited = [c.conn for c in self._channels] if forked else []
-        proc = ctx.Process(
-            target=_worker_main,
-            args=(child_conn, w, setup, os.getpid(), inherited),
-            name=f"{type(self).__name__}-worker-{w}",
+    def _start_worker(self, ctx, w: int, setup: dict) -> None:
+        proc, channel = start_worker(
+            ctx,
+            _worker_main,
+            (w, setup),
+            f"{type(self).__name__}-worker-{w}",
+            self._channels,
+            share_tensors=True,  # the batch buffers travel shared
             # not daemonic: a worker's env may run processes (ParallelEnv); the finalizer
             # below stops the workers when the collector is dropped or at exit
             daemon=False,
         )
-        proc.start()
-        child_conn.close()
         self._procs.append(proc)
-        self._channels.append(PipeChannel(parent_conn, share_tensors=True))
+        self._channels.append(channel)
         if self._finalizer is None:  # stops the workers if the collector is dropped / at exit
             self._finalizer = weakref.finalize(
                 self, stop_processes, self._procs, self._channels, CLOSE, _JOIN_S

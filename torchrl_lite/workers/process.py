@@ -2,6 +2,7 @@
 
 * ``start_method`` picks ``"fork"`` where it is safe (fast start-up), else ``"spawn"``.
 * ``CloudPickled`` carries a factory (lambdas, closures) to a spawned worker.
+* ``start_worker`` starts one daemon worker process with a channel to it.
 * ``death_message`` says how a worker died; ``parent_alive`` lets a worker notice that
   its parent is gone; ``stop_processes`` asks workers to close over their channels, joins
   them and terminates the ones that linger.
@@ -17,7 +18,14 @@ import time
 
 import torch
 
-__all__ = ["CloudPickled", "death_message", "parent_alive", "start_method", "stop_processes"]
+__all__ = [
+    "CloudPickled",
+    "death_message",
+    "parent_alive",
+    "start_method",
+    "start_worker",
+    "stop_processes",
+]
 
 
 def start_method(method: str | None, owner: str) -> str:
@@ -47,6 +55,30 @@ class CloudPickled:
 
     def load(self):
         return pickle.loads(self.payload)
+
+
+def start_worker(
+    ctx, target, args: tuple, name: str, channels: list, share_tensors: bool, daemon: bool
+):
+    """Start a process running ``target(conn, *args, parent_pid, inherited)``; return it
+    and this side's :class:`PipeChannel` to it. A daemon worker stops with this process
+    but cannot start processes of its own.
+
+    ``channels`` are the channels to the workers started before: a forked worker inherits
+    their parent ends and closes them (``inherited``), so that each worker reads EOF as
+    soon as the parent goes away.
+    """
+    from torchrl_lite.workers.channel import PipeChannel
+
+    parent_conn, child_conn = ctx.Pipe(duplex=True)
+    forked = ctx.get_start_method() == "fork"
+    inherited = [c.conn for c in channels] if forked else []
+    proc = ctx.Process(
+        target=target, args=(child_conn, *args, os.getpid(), inherited), name=name, daemon=daemon
+    )
+    proc.start()
+    child_conn.close()
+    return proc, PipeChannel(parent_conn, share_tensors=share_tensors)
 
 
 def death_message(proc, where: str, what: str) -> str:

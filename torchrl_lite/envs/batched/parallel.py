@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 import multiprocessing
-import os
 import warnings
 import weakref
 
@@ -27,8 +26,8 @@ from torchrl_lite.envs.batched.commands import _JOIN_S, _WorkerChannels, worker_
 from torchrl_lite.envs.batched.lazy import LazyParallel
 from torchrl_lite.envs.batched.serial import SerialEnv, _copies_mask
 from torchrl_lite.envs.stepper.parallel import ParallelStepper
-from torchrl_lite.workers.channel import PipeChannel, Poller
-from torchrl_lite.workers.process import CloudPickled, start_method
+from torchrl_lite.workers.channel import Poller
+from torchrl_lite.workers.process import CloudPickled, start_method, start_worker
 
 __all__ = ["ParallelEnv"]
 
@@ -147,20 +146,17 @@ class ParallelEnv(_WorkerChannels, _BatchedEnv):
             group = factories[lo:hi]
             if not forked:
                 group = [CloudPickled(f) for f in group]
-            parent_conn, child_conn = ctx.Pipe(duplex=True)
-            # a forked worker inherits the parent ends of the earlier workers' pipes: it
-            # closes them, so that a worker sees EOF as soon as the parent goes away.
-            inherited = [c.conn for c in self._channels] if forked else []
-            proc = ctx.Process(
-                target=W.worker_main,
-                args=(child_conn, group, self.num_sub_threads, os.getpid(), inherited),
-                name=f"ParallelEnv-worker-{len(self._procs)}",
+            proc, channel = start_worker(
+                ctx,
+                W.worker_main,
+                (group, self.num_sub_threads),
+                f"ParallelEnv-worker-{len(self._procs)}",
+                self._channels,
+                share_tensors=False,  # the views alone travel shared (_attach)
                 daemon=True,
             )
-            proc.start()
-            child_conn.close()
             self._procs.append(proc)
-            self._channels.append(PipeChannel(parent_conn))
+            self._channels.append(channel)
             if self._finalizer is None:  # stops the workers if the env is dropped or at exit
                 self._finalizer = weakref.finalize(
                     self, W.stop_workers, self._procs, self._channels, _JOIN_S
