@@ -14,7 +14,7 @@ from torchrl_lite.envs.factories import (
     pybullet_train_env_factory,
 )
 from torchrl_lite.envs.libs.gym import GymEnv, GymWrapper, gym_backend, set_gym_backend
-from torchrl_lite.envs.model_based import DreamerEnv
+from torchrl_lite.envs.model_based import DreamerDecoder, DreamerEnv, ModelBasedEnvBase
 from torchrl_lite.envs.transforms import *  # noqa: F403
 from torchrl_lite.envs.transforms import __all__ as _transforms_all
 from torchrl_lite.envs.utils import (
@@ -28,6 +28,8 @@ from torchrl_lite.envs.utils import (
 
 __all__ = [
     "DreamerEnv",
+    "DreamerDecoder",
+    "ModelBasedEnvBase",
     "EnvBase",
     "EnvCreator",
     "env_creator",

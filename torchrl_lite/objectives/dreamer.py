@@ -105,6 +105,15 @@ def lambda_returns(reward, next_value, gamma: float, lmbda: float) -> torch.Tens
     return vec_td_lambda_return_estimate(gamma, lmbda, next_value, reward, done)
 
 
+def _torchrl_form(cls, base: type, torchrl: bool):
+    """TorchRL's call form of ``base`` builds ``TorchRL<base>`` (``dreamer_compat.py``)."""
+    if cls is base and torchrl:
+        from torchrl_lite.objectives import dreamer_compat
+
+        cls = getattr(dreamer_compat, f"TorchRL{base.__name__}")
+    return nn.Module.__new__(cls)
+
+
 @contextmanager
 def _frozen(*modules: nn.Module):
     """Parameters without ``requires_grad`` inside the block: gradients flow *through* the
@@ -153,6 +162,9 @@ class DreamerModelLoss(LossModule):
         >>> batch["next", "state"].shape
         torch.Size([2, 3, 4])
     """
+
+    def __new__(cls, *args, **kwargs):  # TorchRL's form: DreamerModelLoss(world_model)
+        return _torchrl_form(cls, DreamerModelLoss, len(args) + ("world_model" in kwargs) == 1)
 
     def __init__(
         self, encoder, decoder, prior, posterior, reward_head, *, pixels_key: str = K.PIXELS,
@@ -257,6 +269,11 @@ class DreamerActorLoss(LossModule):
         (torch.Size([10, 3]), torch.Size([]))
     """
 
+    def __new__(cls, *args, **kwargs):  # TorchRL's form: an env stepped by a world model
+        env = args[2] if len(args) > 2 else kwargs.get("model_based_env", kwargs.get("model_env"))
+        torchrl = "model_based_env" in kwargs or hasattr(env, "world_model")
+        return _torchrl_form(cls, DreamerActorLoss, torchrl)
+
     def __init__(
         self, actor, value_model: nn.Module, model_env: DreamerEnv, *,
         imagination_horizon: int = 15, gamma: float = 0.99, lmbda: float = 0.95,
@@ -344,6 +361,13 @@ class DreamerValueLoss(LossModule):
         >>> DreamerValueLoss(RewardHead(7, 8))(imagined)["loss_value"].shape
         torch.Size([])
     """
+
+    def __new__(cls, *args, **kwargs):  # TorchRL's form: a TensorDict value model
+        model = args[0] if args else kwargs.get("value_model")
+        torchrl = (
+            len(args) > 1 or bool(kwargs.keys() - {"value_model"}) or hasattr(model, "in_keys")
+        )
+        return _torchrl_form(cls, DreamerValueLoss, torchrl)
 
     def __init__(self, value_model: nn.Module):
         super().__init__()

@@ -9,5 +9,17 @@ Example:
 """
 
 from torchrl_lite.envs.model_based.dreamer import BELIEF, STATE, DreamerEnv
+from torchrl_lite.envs.model_based.world_model import (
+    DreamerDecoder,
+    ModelBasedEnvBase,
+    WorldModelDreamerEnv,
+)
 
-__all__ = ["DreamerEnv", "STATE", "BELIEF"]
+__all__ = [
+    "DreamerEnv",
+    "DreamerDecoder",
+    "ModelBasedEnvBase",
+    "WorldModelDreamerEnv",
+    "STATE",
+    "BELIEF",
+]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
 from torchrl_lite import _keys as K
@@ -49,6 +50,18 @@ class DreamerEnv(EnvBase):
 
     batch_locked = False
     _requires_reset = False
+
+    def __new__(cls, *args, **kwargs):
+        # TorchRL's form, DreamerEnv(world_model, prior_shape, belief_shape, ...), builds
+        # WorldModelDreamerEnv (envs/model_based/world_model.py)
+        torchrl = {"world_model", "prior_shape"} & kwargs.keys() or (
+            args and isinstance(args[0], TensorDictModuleBase)
+        )
+        if cls is DreamerEnv and torchrl:
+            from torchrl_lite.envs.model_based.world_model import WorldModelDreamerEnv
+
+            cls = WorldModelDreamerEnv
+        return super().__new__(cls)
 
     def __init__(
         self, prior: nn.Module, reward_head: nn.Module, action_spec: TensorSpec, device=None

@@ -5,6 +5,7 @@ from torchrl_lite.envs.transforms.atari import EndOfLifeTransform
 from torchrl_lite.envs.transforms.augment import RandomCrop, RandomShift
 from torchrl_lite.envs.transforms.batch import BatchSizeTransform, RandomCropTensorDict
 from torchrl_lite.envs.transforms.clip import ClipTransform, SignTransform
+from torchrl_lite.envs.transforms.device_cast import DeviceCastTransform
 from torchrl_lite.envs.transforms.episode import (
     FrameSkipTransform,
     InitTracker,
@@ -76,6 +77,7 @@ __all__ = [
     "UnsqueezeTransform",
     "VecNorm",
     "ClipTransform",
+    "DeviceCastTransform",
     "EndOfLifeTransform",
     "RNDTransform",
     "gSDENoise",

@@ -175,9 +175,10 @@ class TransformedEnv(EnvBase):
         if old is not None and old is not transform:
             _bind(old, None)
 
-    def append_transform(self, transform: Transform) -> None:
-        """Add a transform at the end of the list (its keys are checked now)."""
+    def append_transform(self, transform: Transform) -> TransformedEnv:
+        """Add a transform at the end of the list (its keys are checked now); returns the env."""
         self._compose.append(transform)
+        return self
 
     def insert_transform(self, index: int, transform: Transform) -> TransformedEnv:
         """Insert a transform before position ``index`` (``-len <= index <= len``); returns

@@ -18,6 +18,7 @@ from torchrl_lite.modules.models.dreamer import (
     RSSMPosterior,
     RSSMPrior,
 )
+from torchrl_lite.modules.models.dreamer_compat import DreamerActor, RSSMRollout, WorldModelWrapper
 from torchrl_lite.modules.models.noisy import NoisyLazyLinear, NoisyLinear, reset_noise
 from torchrl_lite.modules.models.recurrent import (
     GRUModule,
@@ -43,6 +44,9 @@ __all__ = [
     "ObsEncoder",
     "RSSMPosterior",
     "RSSMPrior",
+    "RSSMRollout",
+    "DreamerActor",
+    "WorldModelWrapper",
     "RewardHead",
     "NoisyLinear",
     "SquashDims",

@@ -41,6 +41,15 @@ def scale_image(pixels: torch.Tensor) -> torch.Tensor:
     return pixels.float() / 255 - 0.5
 
 
+def _pick_form(cls, base: type, torchrl_form: bool):
+    """``base``'s TorchRL call form builds ``TorchRL<base>`` (``dreamer_compat``)."""
+    if cls is base and torchrl_form:
+        from torchrl_lite.modules.models import dreamer_compat
+
+        cls = getattr(dreamer_compat, f"TorchRL{base.__name__}")
+    return nn.Module.__new__(cls)
+
+
 def _flat(x: torch.Tensor, dims: int):
     """``[*B, *F]`` (``F`` with ``dims`` dims) -> ``([N, *F], B)``."""
     batch = x.shape[: x.dim() - dims]
@@ -96,6 +105,10 @@ class ObsDecoder(nn.Module):
         >>> ObsDecoder(in_features=10, channels=3, depth=4)(torch.zeros(2, 10)).shape
         torch.Size([2, 3, 64, 64])
     """
+
+    def __new__(cls, *args, **kwargs):  # no in_features: TorchRL's lazy form
+        torchrl = not args and "in_features" not in kwargs
+        return _pick_form(cls, ObsDecoder, torchrl or "num_layers" in kwargs)
 
     def __init__(self, in_features: int, channels: int = 3, depth: int = 32):
         super().__init__()
@@ -157,6 +170,12 @@ class RSSMPrior(nn.Module):
         (torch.Size([2, 4]), torch.Size([2, 8]))
     """
 
+    def __new__(cls, *args, **kwargs):  # TorchRL's form: RSSMPrior(action_spec, hidden_dim=...)
+        torchrl = {"action_spec", "hidden_dim", "rnn_hidden_dim", "scale_lb"} & kwargs.keys()
+        return _pick_form(
+            cls, RSSMPrior, bool(torchrl) or (bool(args) and hasattr(args[0], "shape"))
+        )
+
     def __init__(
         self, action_dim: int, state_dim: int = 30, belief_dim: int = 200, hidden: int = 200,
         min_std: float = 0.1, layer_norm: bool = False,
@@ -195,6 +214,9 @@ class RSSMPosterior(nn.Module):
         >>> post(torch.zeros(2, 8), torch.zeros(2, 6))[2].shape
         torch.Size([2, 4])
     """
+
+    def __new__(cls, *args, **kwargs):  # TorchRL's form: RSSMPosterior(hidden_dim=, state_dim=)
+        return _pick_form(cls, RSSMPosterior, bool({"hidden_dim", "scale_lb"} & kwargs.keys()))
 
     def __init__(
         self, belief_dim: int = 200, embed_dim: int = 1024, state_dim: int = 30,
