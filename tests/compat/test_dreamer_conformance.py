@@ -231,3 +231,20 @@ def test_dreamer_decoder_decodes_imagined_steps():
     rollout = env.append_transform(DreamerDecoder()).rollout(2, auto_reset=False, tensordict=start)
     expected = decoder.module(torch.cat([rollout["next", "state"], rollout["next", "belief"]], -1))
     torch.testing.assert_close(rollout["next", "reco_observation"], expected)
+
+
+def test_python_gru_and_lstm_cells_match_torchs():
+    from torchrl_lite.modules.tensordict_module.rnn import GRUCell, LSTMCell
+
+    gru, ref_gru = GRUCell(3, 4), nn.GRUCell(3, 4)
+    ref_gru.load_state_dict(gru.state_dict())
+    x, h = torch.randn(5, 3), torch.randn(5, 4)
+    torch.testing.assert_close(gru(x, h), ref_gru(x, h))
+    torch.testing.assert_close(gru(x[0]), ref_gru(x[0]))  # unbatched, zero state
+    lstm, ref_lstm = LSTMCell(3, 4), nn.LSTMCell(3, 4)
+    ref_lstm.load_state_dict(lstm.state_dict())
+    state = (torch.randn(5, 4), torch.randn(5, 4))
+    for a, b in zip(lstm(x, state), ref_lstm(x, state)):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(ValueError, match="1-D or 2-D input"):
+        gru(torch.zeros(2, 2, 3))
