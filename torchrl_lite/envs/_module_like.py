@@ -32,12 +32,12 @@ class ModuleLike:
             fn(item)
         return self
 
+    _transformed_env_class = None  # TransformedEnv (set where it is defined)
+
     def append_transform(self, transform):
         """A ``TransformedEnv`` of this env and ``transform`` (TorchRL's
         ``env = env.append_transform(t)``; a ``TransformedEnv`` appends to its own list)."""
-        from torchrl_lite.envs.transforms.transformed_env import TransformedEnv
-
-        return TransformedEnv(self, transform)
+        return ModuleLike._transformed_env_class(self, transform)
 
     def _held_modules(self, seen: list) -> list:
         """The modules and envs held by this env, children first, each once (by id)."""

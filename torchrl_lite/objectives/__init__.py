@@ -55,6 +55,9 @@ from torchrl_lite.objectives.dreamer import (  # noqa: E402
     DreamerModelLoss,
     DreamerValueLoss,
 )
+from torchrl_lite.objectives.dreamer_compat import (  # noqa: E402, F401 (TorchRL's call forms)
+    TorchRLDreamerActorLoss,
+)
 from torchrl_lite.objectives.drq import DrQLoss  # noqa: E402
 from torchrl_lite.objectives.iql import DiscreteIQLLoss, IQLLoss  # noqa: E402
 from torchrl_lite.objectives.redq import REDQLoss  # noqa: E402

@@ -106,11 +106,11 @@ def lambda_returns(reward, next_value, gamma: float, lmbda: float) -> torch.Tens
 
 
 def _torchrl_form(cls, base: type, torchrl: bool):
-    """TorchRL's call form of ``base`` builds ``TorchRL<base>`` (``dreamer_compat.py``)."""
+    """TorchRL's call form of ``base`` builds its subclass ``TorchRL<base>`` (defined in
+    ``dreamer_compat.py``, which the package imports)."""
     if cls is base and torchrl:
-        from torchrl_lite.objectives import dreamer_compat
-
-        cls = getattr(dreamer_compat, f"TorchRL{base.__name__}")
+        name = f"TorchRL{base.__name__}"
+        cls = next(c for c in base.__subclasses__() if c.__name__ == name)
     return nn.Module.__new__(cls)
 
 

@@ -57,10 +57,10 @@ class DreamerEnv(EnvBase):
         torchrl = {"world_model", "prior_shape"} & kwargs.keys() or (
             args and isinstance(args[0], TensorDictModuleBase)
         )
-        if cls is DreamerEnv and torchrl:
-            from torchrl_lite.envs.model_based.world_model import WorldModelDreamerEnv
-
-            cls = WorldModelDreamerEnv
+        if cls is DreamerEnv and torchrl:  # defined in world_model.py (the package imports it)
+            cls = next(
+                c for c in DreamerEnv.__subclasses__() if c.__name__ == "WorldModelDreamerEnv"
+            )
         return super().__new__(cls)
 
     def __init__(

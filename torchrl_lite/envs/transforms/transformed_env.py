@@ -19,6 +19,7 @@ import warnings
 
 from tensordict import TensorDictBase
 
+from torchrl_lite.envs._module_like import ModuleLike
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.envs.stepper import NumpyStepper, keeps_hooks
 from torchrl_lite.envs.stepper.transformed import TransformedStepper
@@ -338,6 +339,9 @@ class TransformedEnv(EnvBase):
     def __repr__(self) -> str:
         inner = repr(self._compose).replace("\n", "\n    ")
         return f"TransformedEnv(\n    env={self.base_env!r},\n    transform={inner})"
+
+
+ModuleLike._transformed_env_class = TransformedEnv  # what EnvBase.append_transform builds
 
 
 class _ParentEnv(TransformedEnv):

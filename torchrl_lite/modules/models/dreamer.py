@@ -42,11 +42,11 @@ def scale_image(pixels: torch.Tensor) -> torch.Tensor:
 
 
 def _pick_form(cls, base: type, torchrl_form: bool):
-    """``base``'s TorchRL call form builds ``TorchRL<base>`` (``dreamer_compat``)."""
+    """``base``'s TorchRL call form builds its subclass ``TorchRL<base>`` (defined in
+    ``dreamer_compat.py``, which the package imports)."""
     if cls is base and torchrl_form:
-        from torchrl_lite.modules.models import dreamer_compat
-
-        cls = getattr(dreamer_compat, f"TorchRL{base.__name__}")
+        name = f"TorchRL{base.__name__}"
+        cls = next(c for c in base.__subclasses__() if c.__name__ == name)
     return nn.Module.__new__(cls)
 
 
