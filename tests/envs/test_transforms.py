@@ -291,3 +291,13 @@ def test_transforms_inside_and_outside_serialenv():
     data = env.rollout(4, break_when_any_done=False)
     assert data["next", "step_count"][0].flatten().tolist() == [1, 2, 3, 1]
     assert data["observation"][0].tolist() == [[0, 0], [0, 1], [1, 2], [0, 0]]
+
+
+def test_every_transform_is_importable_from_torchrl_module_path():
+    import torchrl_lite.envs.transforms as package
+    import torchrl_lite.envs.transforms.transforms as module
+
+    for name in package.__all__:
+        assert getattr(module, name) is getattr(package, name), name
+    with pytest.raises(AttributeError, match="NoSuchTransform"):
+        module.NoSuchTransform  # noqa: B018

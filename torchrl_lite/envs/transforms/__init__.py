@@ -1,5 +1,6 @@
 """Env transforms: a flat, editable list of data transforms applied by ``TransformedEnv``."""
 
+from torchrl_lite.envs.transforms import transforms as _transforms_module
 from torchrl_lite.envs.transforms.action import ActionScaling
 from torchrl_lite.envs.transforms.atari import EndOfLifeTransform
 from torchrl_lite.envs.transforms.augment import RandomCrop, RandomShift
@@ -85,3 +86,10 @@ __all__ = [
     "NextObservationDelta",
     "NextStateReconstructor",
 ]
+
+# TorchRL's scripts import every transform from ``envs.transforms.transforms``, which holds
+# the base classes and imports none of the transforms (no import cycle): their names are
+# added to it here, once every transform is imported
+for _name in __all__:
+    setattr(_transforms_module, _name, globals()[_name])
+del _name

@@ -536,11 +536,6 @@ def _flatten(transforms) -> list:
     return out
 
 
-def __getattr__(name: str):
-    # TorchRL's scripts import every transform from this module
-    # (``torchrl.envs.transforms.transforms``); they live in sibling files, found lazily
-    import torchrl_lite.envs.transforms as package
-
-    if name != "__path__" and name in package.__all__:
-        return getattr(package, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# TorchRL's scripts import every transform from this module
+# (``torchrl.envs.transforms.transforms``); they live in sibling files, and the package
+# (``envs/transforms/__init__.py``) adds their names here once it has imported them all
