@@ -51,7 +51,7 @@ class TransformedEnv(EnvBase):
     Example:
         >>> from torchrl_lite.envs import GymEnv, StepCounter, RewardScaling
         >>> env = TransformedEnv(GymEnv("CartPole-v1"), StepCounter())
-        >>> env.append_transform(RewardScaling(loc=0.0, scale=0.1))
+        >>> env = env.append_transform(RewardScaling(loc=0.0, scale=0.1))  # returns the env
         >>> env.rollout(3, break_when_any_done=False)["next", "step_count"].flatten().tolist()
         [1, 2, 3]
     """
