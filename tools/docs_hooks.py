@@ -56,6 +56,7 @@ FLOORS = {
             "torchrl_lite.envs.libs.gym",
             "torchrl_lite.envs.libs.dm_control",
             "torchrl_lite.envs.libs.openml",
+            "torchrl_lite.envs.libs.openml_cache",
         ],
     ),
     "objectives": (

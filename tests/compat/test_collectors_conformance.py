@@ -313,6 +313,18 @@ def test_evaluator_reads_episode_reward_and_cuts_at_max_steps():
     evaluator.shutdown()
 
 
+def test_evaluator_takes_a_collector_class_by_name():
+    policy = constant_policy(0.5)
+    env = functools.partial(CountingEnv, 4)
+    by_name = Evaluator(env, policy, num_trajectories=2, collector_cls="SyncDataCollector")
+    assert by_name.evaluate()["eval/reward"] == pytest.approx(2.0)
+    by_name.shutdown()
+    wrong = Evaluator(env, policy, num_trajectories=2, collector_cls="SyncDataColector")
+    with pytest.raises(ValueError, match="collector_cls='SyncDataColector' names no collector"):
+        wrong.evaluate()
+    wrong.shutdown()
+
+
 def test_evaluator_background_trigger_poll_wait_and_busy_policies():
     calls = []
     evaluator = Evaluator(

@@ -260,10 +260,13 @@ class Evaluator:
             env = env()
         policy = b["policy"] if b["policy"] is not None else b["policy_factory"](env)
         cls = b["collector_cls"] or SyncDataCollector
-        if isinstance(cls, str):
-            import torchrl_lite.collectors as collectors
+        if isinstance(cls, str):  # a collector class by name, from the modules defining them
+            from torchrl_lite.collectors import collectors, multi
 
-            cls = getattr(collectors, cls)
+            found = getattr(collectors, cls, None) or getattr(multi, cls, None)
+            if not isinstance(found, type):
+                raise ValueError(f"Evaluator: collector_cls={cls!r} names no collector class.")
+            cls = found
         return cls(env, policy, policy_device=b["device"], **common)
 
     def _run(self, weights, step: int) -> dict:

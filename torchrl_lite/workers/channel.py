@@ -47,7 +47,10 @@ from torchrl_lite.workers.errors import ErrorReply
 
 __all__ = ["ERROR", "OK", "Channel", "PipeChannel", "Poller"]
 
-OK, ERROR = b"O", b"E"  # a reply without payload; a reply holding an ErrorReply
+OK = b"O"
+"""The tag of a reply without payload (the command succeeded)."""
+ERROR = b"E"
+"""The tag of a reply holding an :class:`~torchrl_lite.workers.errors.ErrorReply`."""
 _NOTHING = object()
 _RAW_IO = os.name == "posix" and hasattr(select, "poll")
 _HEADER = struct.Struct("!i")  # multiprocessing.Connection's length prefix
