@@ -203,18 +203,27 @@ def origin(module: str, name: str) -> str:
                 return origin(node.module, name)
     if _defines(module, name):
         return module
-    for node in tree.body:  # a lazy export: imported on first access by ``__getattr__``
-        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
-            for sub in ast.walk(node):
-                if not (isinstance(sub, ast.ImportFrom) and sub.module):
-                    continue
-                for alias in sub.names:
-                    if alias.name == name:
-                        return origin(sub.module, name)
-                    child = f"{sub.module}.{alias.name}"
-                    if _source(child) and (_defines(child, name) or _imported(child, name)):
-                        return origin(child, name)
-    return module
+    lazy = _lazy_origin(tree, name)
+    return origin(lazy, name) if lazy is not None else module
+
+
+def _lazy_origin(tree, name: str) -> str | None:
+    """The module a lazy export (imported on first access by ``__getattr__``) comes from."""
+    import ast
+
+    for node in tree.body:
+        if not (isinstance(node, ast.FunctionDef) and node.name == "__getattr__"):
+            continue
+        for sub in ast.walk(node):
+            if not (isinstance(sub, ast.ImportFrom) and sub.module):
+                continue
+            for alias in sub.names:
+                if alias.name == name:
+                    return sub.module
+                child = f"{sub.module}.{alias.name}"
+                if _source(child) and (_defines(child, name) or _imported(child, name)):
+                    return child
+    return None
 
 
 def _imported(module: str, name: str) -> bool:

@@ -14,9 +14,9 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from torchrl_lite.recipes.config import resolve_target as _resolve_target
 from torchrl_lite.cli import main
 from torchrl_lite.recipes import get_recipe
+from torchrl_lite.recipes.config import resolve_target as _resolve_target
 from torchrl_lite.trainers import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]

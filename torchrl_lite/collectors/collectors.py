@@ -136,7 +136,7 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
         >>> collector.shutdown()
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         create_env_fn,
         policy=None,
@@ -280,7 +280,7 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
         self._record_count = self.max_frames_per_traj is not None and _STEP_COUNT not in env_keys
 
     # -- the hot loop ------------------------------------------------------------------
-    def _collect_batch(self, random: bool) -> TensorDictBase:
+    def _collect_batch(self, random: bool) -> TensorDictBase:  # noqa: C901 (the per-step loop kept in one frame: a call per step costs more than it reads)
         self._check_open()
         if self._update_at_each_batch:
             self.update_policy_weights_()

@@ -77,7 +77,7 @@ class Evaluator:
         >>> evaluator.shutdown()
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         env,
         policy=None,

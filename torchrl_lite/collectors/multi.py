@@ -89,7 +89,7 @@ class _MultiDataCollector(DataCollectorBase):
 
     _mode = "sync"
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         create_env_fn,
         policy=None,

@@ -467,7 +467,7 @@ class EnvBase(ModuleLike, SpecSamples):
         return tensordict
 
     # -- rollout ---------------------------------------------------------------------
-    def rollout(
+    def rollout(  # noqa: C901 (one branch per option of TorchRL's rollout())
         self,
         max_steps: int,
         policy=None,

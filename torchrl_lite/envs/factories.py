@@ -94,7 +94,9 @@ def gym_train_env_factory(
 
     Args:
         env_id: a registered gymnasium id (unknown ids raise ValueError with close matches).
-        index_col_worker, index_grad_worker, index_env: the copy's position in the run.
+        index_col_worker: the collection worker holding the copy.
+        index_grad_worker: the gradient worker above that collection worker.
+        index_env: the copy's index among its worker's envs.
         seed: the run's base seed (see :func:`env_seed`).
         **make_kwargs: passed to ``gymnasium.make`` (e.g. ``render_mode``).
 
@@ -238,8 +240,12 @@ def dmc_train_env_factory(
     recipes' dm_control env), seeded for its index.
 
     Args:
-        domain_name, task_name: e.g. ``"cartpole"``, ``"swingup"``.
-        index_col_worker, index_grad_worker, index_env, seed: see :func:`env_seed`.
+        domain_name: the suite's domain, e.g. ``"cartpole"``.
+        task_name: the domain's task, e.g. ``"swingup"``.
+        index_col_worker: the collection worker holding the copy (see :func:`env_seed`).
+        index_grad_worker: the gradient worker above that collection worker.
+        index_env: the copy's index among its worker's envs.
+        seed: the run's base seed.
         **env_kwargs: passed to ``DMControlEnv`` (e.g. ``from_pixels``).
     """
     from torchrl_lite.envs.make import DM_CONTROL_PREFIX, make_env

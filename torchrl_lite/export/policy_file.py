@@ -55,7 +55,8 @@ def export_policy(
         path: the file to write.
         fmt: ``"onnx"``, ``"pt2"`` or ``"torchscript"``.
         tolerance: the largest accepted absolute action difference.
-        episodes, max_steps: the length of the recorded rollout.
+        episodes: the episodes of the recorded rollout.
+        max_steps: the most steps of each of those episodes.
         meta: extra entries for the description (e.g. the recipe and config).
         module: the :class:`ExportedPolicy` to write (default: built from env and policy).
     """

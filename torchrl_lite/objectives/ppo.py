@@ -72,7 +72,7 @@ class PPOLoss(OnPolicyLoss):
         ['loss_critic', 'loss_entropy', 'loss_objective']
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         actor_network,
         critic_network=None,

@@ -111,7 +111,7 @@ class SACLoss(Temperature, OffPolicyLoss):
 
     _AcceptedKeys = _SACKeys
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         actor_network,
         qvalue_network,
@@ -299,7 +299,7 @@ class DiscreteSACLoss(Temperature, OffPolicyLoss):
 
     _AcceptedKeys = _DiscreteSACKeys
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         actor_network,
         qvalue_network,

@@ -74,7 +74,10 @@ def save_render_checkpoint(
         path: the checkpoint path; None or ``""`` saves nothing.
         model: a module (its ``state_dict()``) or a state dict.
         env_metadata: e.g. ``{"env_name": ...}``, read back at the payload's top level.
-        frames, metrics, config, extra: recorded too (``extra`` at the top level).
+        frames: the frames trained so far, recorded.
+        metrics: the run's metrics, recorded.
+        config: the run's config, recorded.
+        extra: more entries, recorded at the payload's top level.
         format: ``"directory"`` or ``"archive"`` (a ``torchrl_lite.checkpoint``); None: one
             ``torch.save`` file holding ``{"model_state_dict": ..., **env_metadata, ...}``.
 

@@ -123,7 +123,7 @@ class Scheme:
         ValueError: col_communication='sync' is not a communication mode; valid: ['synchronous', 'asynchronous'].
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (seed 000's signature)
         self,
         algo_factory,
         actor_factory,

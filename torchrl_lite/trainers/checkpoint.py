@@ -163,5 +163,3 @@ def _read_meta(folder: Path) -> dict | None:
 
 def _is_checkpoint(path: Path) -> bool:
     return path.is_dir() and _read_meta(path) is not None
-
-

@@ -107,7 +107,7 @@ class Trainer:
         (32, 8)
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         *,
         collector,

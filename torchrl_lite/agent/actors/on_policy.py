@@ -154,7 +154,7 @@ class OnPolicyActor(nn.Module):
         (torch.Size([4, 1]), torch.Size([4, 1]), 1)
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (seed 000's signature)
         self,
         obs_space,
         action_space,

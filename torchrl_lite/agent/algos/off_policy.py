@@ -135,7 +135,7 @@ class SAC(_OffPolicy):
         (10, 500)
     """
 
-    def __init__(self, device, actor, lr=_SAC.lr, lr_pi=None, lr_q=None, lr_alpha=None,
+    def __init__(self, device, actor, lr=_SAC.lr, lr_pi=None, lr_q=None, lr_alpha=None,  # noqa: PLR0913 (seed 000's signature)
                  gamma=_SAC.gamma, polyak=1 - _SAC.tau, num_updates=_SAC.frames_per_batch,
                  update_every=_SAC.frames_per_batch, start_steps=_SAC.init_random_frames,
                  mini_batch_size=_SAC.batch_size, initial_alpha=1.0, target_update_interval=1,
@@ -182,7 +182,7 @@ class TD3(_OffPolicy):
         2
     """
 
-    def __init__(self, device, actor, lr=_TD3.lr, lr_pi=None, lr_q=None, gamma=_TD3.gamma,
+    def __init__(self, device, actor, lr=_TD3.lr, lr_pi=None, lr_q=None, gamma=_TD3.gamma,  # noqa: PLR0913 (seed 000's signature)
                  polyak=1 - _TD3.tau, num_updates=_TD3.frames_per_batch,
                  update_every=_TD3.frames_per_batch, start_steps=_TD3.init_random_frames,
                  mini_batch_size=_TD3.batch_size, policy_delay=_TD3.policy_delay,
@@ -233,7 +233,7 @@ class DDPG(_OffPolicy):
         'DDPGLoss'
     """
 
-    def __init__(self, device, actor, lr=_DDPG.lr, lr_pi=None, lr_q=None, gamma=_DDPG.gamma,
+    def __init__(self, device, actor, lr=_DDPG.lr, lr_pi=None, lr_q=None, gamma=_DDPG.gamma,  # noqa: PLR0913 (seed 000's signature)
                  polyak=1 - _DDPG.tau, num_updates=_DDPG.frames_per_batch,
                  update_every=_DDPG.frames_per_batch, start_steps=_DDPG.init_random_frames,
                  mini_batch_size=_DDPG.batch_size, exploration_noise=_DDPG.exploration_noise,
@@ -281,7 +281,7 @@ class DQN(_OffPolicy):
     _needs_q = False
     double_dqn = False
 
-    def __init__(self, device, actor, lr=_DQN.lr, gamma=_DQN.gamma,
+    def __init__(self, device, actor, lr=_DQN.lr, gamma=_DQN.gamma,  # noqa: PLR0913 (seed 000's signature)
                  num_updates=_DQN.optim_steps_per_batch,
                  update_every=_DQN.frames_per_batch // _DQN.num_envs,
                  start_steps=_DQN.init_random_frames, mini_batch_size=_DQN.batch_size,

@@ -84,7 +84,7 @@ class PPO(_OnPolicy):
         (4, 'ClipPPOLoss')
     """
 
-    def __init__(self, device, actor, lr=_PPO.lr, num_epochs=_PPO.epochs,
+    def __init__(self, device, actor, lr=_PPO.lr, num_epochs=_PPO.epochs,  # noqa: PLR0913 (seed 000's signature)
                  clip_param=_PPO.clip_epsilon, entropy_coef=_PPO.entropy_coef,
                  value_loss_coef=_PPO.critic_coef, max_grad_norm=_PPO.max_grad_norm,
                  num_mini_batch=None, mini_batch_size=None, use_clipped_value_loss=False,

@@ -169,7 +169,7 @@ class RayCollector(DataCollectorBase):
         collector.shutdown()
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         create_env_fn,
         policy=None,

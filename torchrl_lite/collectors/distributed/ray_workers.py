@@ -107,7 +107,7 @@ class WorkerGroup:
         1
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (internal: every keyword has a default its callers override by name)
         self,
         name: str,
         cls,

@@ -29,7 +29,8 @@ def crop_images(x: torch.Tensor, top: torch.Tensor, left: torch.Tensor, h: int, 
         x: images ``[*B, C, H, W]`` (any dtype).
         top: ``[*B]`` long, first row of each crop (may be negative).
         left: ``[*B]`` long, first column of each crop.
-        h, w: the crop size.
+        h: the crop's height.
+        w: the crop's width.
 
     Returns:
         ``[*B, C, h, w]``.

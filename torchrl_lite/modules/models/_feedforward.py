@@ -135,7 +135,7 @@ class MLP(nn.Sequential):
         torch.Size([5, 2, 4])
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         in_features: int | None = None,
         out_features: int | Sequence[int] | None = None,
@@ -254,7 +254,7 @@ class ConvNet(nn.Module):
         torch.Size([2, 5, 3136])
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         in_features: int | None = None,
         depth: int | None = None,

@@ -102,7 +102,7 @@ class _RecurrentModule(TensorDictModuleBase):
     _rnn_name: str
     _hidden_names: tuple[str, ...]
 
-    def __init__(
+    def __init__(  # noqa: PLR0913, C901 (TorchRL's signature; the argument checks of TorchRL's signature)
         self,
         input_size,
         hidden_size,
@@ -410,7 +410,7 @@ class LSTMModule(_RecurrentModule):
     _rnn_name = "lstm"
     _hidden_names = ("recurrent_state_h", "recurrent_state_c")
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         input_size: int | nn.LSTM | None = None,
         hidden_size: int | None = None,
@@ -489,7 +489,7 @@ class GRUModule(_RecurrentModule):
     _rnn_name = "gru"
     _hidden_names = ("recurrent_state",)
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         input_size: int | nn.GRU | None = None,
         hidden_size: int | None = None,

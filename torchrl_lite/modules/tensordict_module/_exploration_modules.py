@@ -320,7 +320,7 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
     noise_key = "_ou_prev_noise"
     steps_key = "_ou_steps"
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         spec,
         eps_init: float = 1.0,

@@ -180,7 +180,7 @@ class OrnsteinUhlenbeckProcessWrapper(_ExplorationWrapper):
         True
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         policy,
         eps_init: float = 1.0,

@@ -117,7 +117,7 @@ class SafeProbabilisticModule(_SpecMixin, ProbabilisticTensorDictModule):
         (tensor([0., 0., 0.]), torch.Size([3]))
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (TorchRL's signature)
         self,
         in_keys,
         out_keys=None,
