@@ -25,7 +25,8 @@ import torch
 
 from _common import interleaved, load_average, smoke, write_table
 
-STUDY = Path(__file__).parent / "runs" / "tune-ppo-pendulum"
+ROOT = Path(__file__).resolve().parent.parent
+STUDY = Path("benchmarks/runs/tune-ppo-pendulum")  # relative to ROOT
 TRIALS, FRAMES, SEEDS, BUDGET = 40, 30_000, (0, 1, 2), 200_000
 
 
@@ -93,7 +94,8 @@ def _cases(policy, runtimes: dict, batch: int, calls: int) -> dict:
 
 
 def _cli(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "torchrl_lite", *args], check=True)
+    """The command line, run from the repository root (paths relative to it)."""
+    subprocess.run([sys.executable, "-m", "torchrl_lite", *args], check=True, cwd=ROOT)
 
 
 def tune() -> None:
@@ -104,24 +106,26 @@ def tune() -> None:
 
 def compare() -> None:
     best = STUDY / "best_config.json"
-    if not best.is_file():
+    if not (ROOT / best).is_file():
         raise SystemExit(f"{best} is missing: run `python bench_export.py tune` first.")
     rows = []
     for name, extra in (("defaults", []), ("tuned", [f"config={best}"])):
         reached = []
         for seed in SEEDS:
             out = STUDY / "compare" / f"{name}-s{seed}"
-            if not (out / "summary.json").is_file():
+            if not (ROOT / out / "summary.json").is_file():
                 _cli("train", "ppo", "--env", "Pendulum-v1", "--seed", str(seed), "--frames",
                      str(BUDGET), "--out", str(out), "--quiet", "--logger", "none", *extra)  # fmt: skip
-            reached.append(json.loads((out / "summary.json").read_text())["solved_at_frames"])
+            reached.append(
+                json.loads((ROOT / out / "summary.json").read_text())["solved_at_frames"]
+            )
         rows.append([name, *[r if r is not None else f"> {BUDGET}" for r in reached]])
     write_table(
         "export_tune_compare",
         "PPO on Pendulum-v1: frames to a mean return of -200, tuned config vs defaults",
         ["config", *[f"seed {s}" for s in SEEDS]],
         rows,
-        notes=f"tuned: the best of the study in {STUDY.name} ({best.read_text().strip()}).",
+        notes=f"tuned: the best of the study in {STUDY.name} ({(ROOT / best).read_text().strip()}).",
     )
 
 

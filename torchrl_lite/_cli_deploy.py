@@ -270,7 +270,7 @@ def run(args) -> int:
         best = (
             f"best mean evaluation return {summary['best_value']:.1f} (trial "
             f"{summary['best_trial']}); train it with `torchrl-lite train {setup.algo} --env "
-            f"{setup.env} config={summary['best_config_file']}`"
+            f"{setup.env} config={folder / summary['best_config_file']}`"
             if "best_value" in summary
             else "no trial completed yet"
         )

@@ -214,6 +214,13 @@ def run_study(
 
 def _run_workers(folder: Path, trials: int, jobs: int, timeout) -> None:
     """``jobs`` processes running :func:`optimize` (logs in ``worker-N.log``)."""
+    import optuna
+
+    # the parent creates the database and the study: workers creating the SQLite schema at
+    # the same moment race on it (a UNIQUE constraint error in one of them)
+    optuna.create_study(
+        study_name="tune", storage=_storage(folder), load_if_exists=True, direction="maximize"
+    )
     procs = []
     for worker in range(jobs):
         cmd = [sys.executable, "-m", "torchrl_lite.tune.worker", str(folder), str(trials),
@@ -253,7 +260,7 @@ def summarize(folder: Path, setup: TuneSetup) -> dict:
         options = {k: getattr(cfg, k) for k in {**setup.fixed, **best.params}}
         write_config_file(folder / BEST, options)
         summary.update(best_value=best.value, best_trial=best.number, best_config=options)
-        summary["best_config_file"] = str(folder / BEST)
+        summary["best_config_file"] = BEST  # in the study folder, wherever it moves
     summary["importances"] = plot_summary(study, folder / PLOT, f"{setup.algo} on {setup.env}")
     (folder / SUMMARY).write_text(json.dumps(summary, indent=2))
     return summary
