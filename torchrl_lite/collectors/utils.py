@@ -8,7 +8,7 @@ from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 from torchrl_lite import _keys as K
 from torchrl_lite._utils import missing_key_message
 
-__all__ = ["split_trajectories"]
+__all__ = ["finished_returns", "split_trajectories"]
 
 
 def _keys_for(td: TensorDictBase, prefix, trajectory_key) -> tuple:
@@ -149,3 +149,19 @@ def _nested(td: TensorDictBase, n_steps: int, lengths: torch.Tensor, layout) -> 
         flat = value.reshape(n_steps, *value.shape[td.batch_dims :])  # [N, *feature]
         out.set(key, torch.nested.nested_tensor(list(flat.split(splits)), layout=layout))
     return out
+
+
+def finished_returns(batch) -> list[float]:
+    """Returns of the episodes that end in a collected ``batch`` (``[*B, T]``).
+
+    Read from ``("next", "episode_reward")`` (a ``RewardSum`` transform writes it) where
+    ``("next", "done")`` is set. In n-step batches (:class:`~torchrl_lite.data.MultiStep`)
+    the last steps of an episode all carry its end flag; only the one whose window is its
+    own step (``"steps_to_next_obs" == 1``) counts, so each episode is read once.
+    """
+    done = batch.get((K.NEXT, K.DONE)).reshape(batch.batch_size)  # [*B, T]
+    steps = batch.get("steps_to_next_obs", None)  # n-step windows: [*B, T, 1]
+    if steps is not None:
+        done = done & (steps.reshape(batch.batch_size) == 1)
+    returns = batch.get((K.NEXT, "episode_reward")).reshape(batch.batch_size)
+    return returns[done].tolist()  # one host sync per batch

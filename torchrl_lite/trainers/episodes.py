@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from torchrl_lite import _keys as K
+from torchrl_lite.collectors.utils import finished_returns
 from torchrl_lite.envs.common import EnvBase
 from torchrl_lite.trainers.hooks import TrainerHookBase
 from torchrl_lite.trainers.log_hooks import Recorder
@@ -74,22 +75,6 @@ class EpisodeLog:
             return False
         self.solved_at = frames
         return True
-
-
-def finished_returns(batch) -> list[float]:
-    """Returns of the episodes that end in a collected ``batch`` (``[*B, T]``).
-
-    Read from ``("next", "episode_reward")`` (a ``RewardSum`` transform writes it) where
-    ``("next", "done")`` is set. In n-step batches (:class:`~torchrl_lite.data.MultiStep`)
-    the last steps of an episode all carry its end flag; only the one whose window is its
-    own step (``"steps_to_next_obs" == 1``) counts, so each episode is read once.
-    """
-    done = batch.get((K.NEXT, K.DONE)).reshape(batch.batch_size)  # [*B, T]
-    steps = batch.get("steps_to_next_obs", None)  # n-step windows: [*B, T, 1]
-    if steps is not None:
-        done = done & (steps.reshape(batch.batch_size) == 1)
-    returns = batch.get((K.NEXT, "episode_reward")).reshape(batch.batch_size)
-    return returns[done].tolist()  # one host sync per batch
 
 
 def episode_returns(rollout) -> list[float]:

@@ -34,6 +34,7 @@ import torch
 
 from torchrl_lite import _keys as K
 from torchrl_lite.collectors.distributed.transport import result_message, unpack
+from torchrl_lite.collectors.utils import finished_returns
 from torchrl_lite.workers.rng import rng_state, set_rng_state
 
 __all__ = ["RolloutWorker", "episode_returns_of"]
@@ -44,11 +45,9 @@ EPISODE_REWARD = "episode_reward"
 def episode_returns_of(batch) -> list[float]:
     """Returns of the episodes that ended in ``batch`` (read from ``("next",
     "episode_reward")`` where ``("next", "done")``; empty without ``RewardSum``)."""
-    nxt = batch.get(K.NEXT)
-    if EPISODE_REWARD not in nxt.keys():
+    if EPISODE_REWARD not in batch.get(K.NEXT).keys():
         return []
-    done = nxt.get(K.DONE).reshape(-1)
-    return nxt.get(EPISODE_REWARD).reshape(-1)[done].tolist()
+    return finished_returns(batch)
 
 
 class RolloutWorker:
