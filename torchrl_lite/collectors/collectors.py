@@ -45,6 +45,7 @@ from torchrl_lite.collectors._policy import (
     recurrent_specs,
     register_policy_transforms,
 )
+from torchrl_lite.collectors._step_parts import _merge_preset, _with_compact_obs
 from torchrl_lite.envs._rollout import StepRecorder
 from torchrl_lite.envs._step_checks import check_step_output
 from torchrl_lite.envs.utils import (
@@ -581,28 +582,3 @@ def _copy(value, device=None):
     if not isinstance(value, (torch.Tensor, TensorDictBase)):
         return value
     return value.clone() if device is None or value.device == device else value.to(device)
-
-
-def _merge_preset(next_td: TensorDictBase, preset: TensorDictBase) -> None:
-    """Keep the ``("next", ...)`` entries the policy wrote (e.g. recurrent states) that
-    the env's step result lacks."""
-    for key, value in preset.items():
-        if next_td.get(key, None) is None:
-            next_td.set(key, value)
-
-
-def _with_compact_obs(env):
-    """The env's post-step_mdp hook followed by one that drops the observation and state
-    entries from the recorded step's ``"next"`` (``compact_obs=True``)."""
-    inner = env._post_step_mdp_hook()
-    keys = [*env.full_observation_spec.keys(True, True), *env.full_state_spec.keys(True, True)]
-
-    def hook(tensordict, root):
-        if inner is not None:
-            inner(tensordict, root)
-        nxt = tensordict.get(K.NEXT)
-        for key in keys:
-            if nxt.get(key, None) is not None:
-                nxt.pop(key)
-
-    return hook
