@@ -535,3 +535,25 @@ def test_batched_env_state_dict_checks_kind_and_copy_count(no_leftover_workers):
         with pytest.warns(UserWarning, match="not bit-exact"):
             state = parallel.state_dict()
         parallel.load_state_dict(state)  # nothing to restore
+
+
+def test_closed_parallel_env_pickles_and_its_copy_restarts_running_one_refused():
+    """A closed ParallelEnv (lambdas for factories, as TorchRL's scripts pass) travels to
+    another process's pickle and starts its own workers at its first reset, stepping as a
+    plain gymnasium env with the same seed; a running one is refused by name."""
+    import pickle
+
+    import gymnasium
+
+    env = ParallelEnv(2, lambda: GymEnv("Pendulum-v1"))
+    with pytest.raises(TypeError, match="ParallelEnv is running: its worker processes cannot"):
+        pickle.dumps(env)
+    env.close()
+    copy = pickle.loads(pickle.dumps(env))
+    copy.set_seed(3)
+    obs = copy.reset()["observation"]
+    reference = gymnasium.make("Pendulum-v1")
+    first, _ = reference.reset(seed=3)
+    assert torch.allclose(obs[0], torch.as_tensor(first, dtype=obs.dtype))
+    assert len(copy.worker_pids) == 2 and not copy.is_closed
+    copy.close()

@@ -121,6 +121,22 @@ class ParallelEnv(_WorkerChannels, _BatchedEnv):
             return SerialEnv(**{k: v for k, v in bound.items() if k in names and k != "self"})
         return super().__new__(cls)
 
+    def __getstate__(self) -> dict:
+        """A closed ParallelEnv pickles without its stopped workers (the copy starts new ones
+        at its first reset, as a collector worker's copy does); a running one is refused."""
+        if not self.is_closed:
+            raise TypeError(
+                f"{type(self).__name__} is running: its worker processes cannot be pickled; "
+                "close() it first (the copy restarts at its first reset) or pass a "
+                "constructor, e.g. `lambda: ParallelEnv(...)`."
+            )
+        stopped = {"_procs": [], "_channels": [], "_finalizer": None, "_poller": None}
+        factories = CloudPickled(self._factories)  # lambdas too, as a spawned worker gets them
+        return {**self.__dict__, **stopped, "_factories": factories}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update({**state, "_factories": state["_factories"].load()})
+
     def _reset_workers_state(self) -> None:
         self._procs, self._channels = [], []
         self._finalizer = None
