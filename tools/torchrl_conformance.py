@@ -272,13 +272,18 @@ and multi-agent code. Seconds on the 2-core development machine.
 
 
 def report(paths: list[str], out: str | None, commit: str) -> str:
-    """One Markdown section from the JSON files of several runs (one table per file)."""
+    """One Markdown section from the JSON files of several runs: one table per kind and
+    era, in the order first seen; a later file's row replaces an earlier row of the same
+    name (a rerun of a few names updates the full table)."""
     parts = [REPORT_HEAD.format(commit=commit)]
+    tables: dict[tuple[str, str], dict[str, dict]] = {}
     for path in paths:
         rows = json.loads(Path(path).read_text())
         kind = "scripts" if any("command" in r for r in rows) else "tutorials"
-        era = rows[0]["era"] if rows else "?"
-        parts.append(f"### {kind.capitalize()}, {era}\n\n{markdown(rows)}\n")
+        for row in rows:
+            tables.setdefault((kind, row["era"]), {})[row["name"]] = row
+    for (kind, era), rows in tables.items():
+        parts.append(f"### {kind.capitalize()}, {era}\n\n{markdown(list(rows.values()))}\n")
     text = "\n".join(parts)
     if out:
         Path(out).write_text(text)

@@ -88,3 +88,21 @@ def test_set_rewrites_module_level_assignments_and_refuses_unknown_names():
     assert out.splitlines()[1] == "frames_per_batch = 1000"
     with pytest.raises(SystemExit, match="no module-level `totl_frames = ...`"):
         conf.set_assignments(text, {"totl_frames": "5"})
+
+
+def test_report_merges_reruns_into_the_full_table(tmp_path):
+    def row(name, era, result, error="", **extra):
+        return {"name": name, "era": era, "result": result, "seconds": 1.0, "error": error, **extra}
+
+    full = [
+        row("a", "v0.4", "fail", "KeyError: x", command="a.py"),
+        row("b", "v0.4", "pass", command="b.py"),
+    ]
+    rerun = [row("a", "v0.4", "pass", command="a.py")]
+    (tmp_path / "full.json").write_text(json.dumps(full))
+    (tmp_path / "rerun.json").write_text(json.dumps(rerun))
+    table = conf.report([str(tmp_path / "full.json"), str(tmp_path / "rerun.json")], None, "c")
+    assert table.count("### Scripts, v0.4") == 1
+    assert "| a | v0.4 | pass |" in table and "KeyError" not in table
+    assert table.index("| a |") < table.index("| b |")
+    assert "2 of 2 run to their end" in table
