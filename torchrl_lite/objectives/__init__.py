@@ -46,6 +46,13 @@ __all__ = [
 ]
 
 # off-policy actor-critic, offline and decision-transformer losses
+from torchrl_lite.modules.models.two_hot import (  # noqa: E402 (TorchRL exports them here)
+    symexp,
+    symlog,
+    two_hot_cross_entropy,
+    two_hot_decode,
+    two_hot_encode,
+)
 from torchrl_lite.objectives.cql import CQLLoss, DiscreteCQLLoss  # noqa: E402
 from torchrl_lite.objectives.ddpg import DDPGLoss  # noqa: E402
 from torchrl_lite.objectives.decision_transformer import DTLoss, OnlineDTLoss  # noqa: E402
@@ -57,6 +64,13 @@ from torchrl_lite.objectives.dreamer import (  # noqa: E402
 )
 from torchrl_lite.objectives.dreamer_compat import (  # noqa: E402, F401 (TorchRL's call forms)
     TorchRLDreamerActorLoss,
+)
+from torchrl_lite.objectives.dreamer_v3 import (  # noqa: E402
+    DreamerV3ActorLoss,
+    DreamerV3ModelLoss,
+    DreamerV3ValueLoss,
+    categorical_kl_balanced,
+    categorical_kl_terms,
 )
 from torchrl_lite.objectives.drq import DrQLoss  # noqa: E402
 from torchrl_lite.objectives.iql import DiscreteIQLLoss, IQLLoss  # noqa: E402
@@ -76,6 +90,16 @@ __all__ += [
     "DreamerLoss",
     "DreamerModelLoss",
     "DreamerValueLoss",
+    "DreamerV3ActorLoss",
+    "DreamerV3ModelLoss",
+    "DreamerV3ValueLoss",
+    "categorical_kl_balanced",
+    "categorical_kl_terms",
+    "symexp",
+    "symlog",
+    "two_hot_cross_entropy",
+    "two_hot_decode",
+    "two_hot_encode",
     "DiscreteIQLLoss",
     "IQLLoss",
     "OnlineDTLoss",

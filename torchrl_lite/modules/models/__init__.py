@@ -19,6 +19,12 @@ from torchrl_lite.modules.models.dreamer import (
     RSSMPrior,
 )
 from torchrl_lite.modules.models.dreamer_compat import DreamerActor, RSSMRollout, WorldModelWrapper
+from torchrl_lite.modules.models.dreamer_v3 import (
+    DreamerV3MLP,
+    RSSMPosteriorV3,
+    RSSMPriorV3,
+    RSSMRolloutV3,
+)
 from torchrl_lite.modules.models.noisy import NoisyLazyLinear, NoisyLinear, reset_noise
 from torchrl_lite.modules.models.recurrent import (
     GRUModule,
@@ -26,6 +32,7 @@ from torchrl_lite.modules.models.recurrent import (
     recurrent_mode,
     set_recurrent_mode,
 )
+from torchrl_lite.modules.models.two_hot import SymExpTwoHot
 
 __all__ = [
     "BatchRenorm1d",
@@ -46,6 +53,11 @@ __all__ = [
     "RSSMPrior",
     "RSSMRollout",
     "DreamerActor",
+    "DreamerV3MLP",
+    "RSSMPosteriorV3",
+    "RSSMPriorV3",
+    "RSSMRolloutV3",
+    "SymExpTwoHot",
     "WorldModelWrapper",
     "RewardHead",
     "NoisyLinear",
