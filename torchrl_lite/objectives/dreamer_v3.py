@@ -256,8 +256,9 @@ class DreamerV3ActorLoss(LossModule):
     states), rolls ``imagination_horizon`` steps in ``model_based_env`` and returns
     ``(losses, imagined)``: ``"loss_actor"`` with the diagnostics ``"return_low"``,
     ``"return_high"``, ``"return_scale"``, ``"continuation_mean"``, and the detached
-    rollout ``[N, H]`` holding ``"lambda_target"`` and ``"discount_weight"`` (what
-    :class:`DreamerV3ValueLoss` reads). ``gamma`` and ``lmbda`` are the value
+    rollout ``[N, H]`` holding ``"lambda_target"``, ``"discount_weight"`` (what
+    :class:`DreamerV3ValueLoss` reads) and, with a continuation model, the root and next
+    ``"continuation"``. ``gamma`` and ``lmbda`` are the value
     estimator's: ``make_value_estimator(ValueEstimators.TDLambda, gamma=..., lmbda=...)``.
 
     Args:
@@ -421,6 +422,9 @@ class DreamerV3ActorLoss(LossModule):
         imagined, next_value, cont_root, cont_next = self._imagine(start)
         target = self.lambda_target(imagined.get(("next", keys.reward)), next_value, cont_next)
         imagined.set(LAMBDA_TARGET, target)
+        if cont_root is not None:
+            imagined.set(keys.continuation, cont_root)
+            imagined.set(("next", keys.continuation), cont_next)
         if self.discount_loss:
             gamma, _ = self._gamma_lmbda()
             root = torch.ones_like(target) if cont_root is None else cont_root
