@@ -97,8 +97,10 @@ def test_inference_wrapper_masks_the_old_context_and_keeps_the_last_step():
                     batch_size=[2])  # fmt: skip
     out = policy(td)
     assert seen["obs"][:, :5].abs().sum() == 0 and bool((seen["obs"][:, 5:] == 1).all())
-    assert seen["act"][:, :6].abs().sum() == 0 and bool((seen["act"][:, 6:] == 1).all())
-    assert out["action"].shape == (2, 2) and bool((out["action"] == 3).all())
+    # actions move one step back (the env's window lags by one); the current one is zero
+    assert seen["act"][:, :5].abs().sum() == 0 and bool((seen["act"][:, 5:7] == 1).all())
+    assert seen["act"][:, 7].abs().sum() == 0
+    assert out["action"].shape == (2, 2) and bool((out["action"] == 1).all())
     assert out["return_to_go_cat"].flatten().tolist() == [7.0, 7.0]
     assert bool((out["observation_cat"] == 1).all())  # the unmasked window comes back
     with pytest.raises(KeyError, match="accepted"):
@@ -142,3 +144,161 @@ def test_target_return_modes_reduce_and_constant():
     assert runs["constant"].tolist() == [10.0, 10.0, 10.0]
     with pytest.raises(ValueError, match="mode must be 'reduce' or 'constant', got 'sum'"):
         TargetReturn(10.0, mode="sum")
+
+
+def _env_windows(obs, act, rtg, t, steps):
+    """The windows a CatFrames env holds at step ``t`` of one episode (zero-padded):
+    states and returns-to-go up to ``t``, actions up to ``t - 1`` (the env's action entry
+    at ``t`` is the one taken before ``s_t``)."""
+
+    def window(seq, last):
+        out = torch.zeros(steps, seq.shape[-1])
+        for i in range(steps):
+            j = last - (steps - 1) + i
+            if j >= 0:
+                out[i] = seq[j]
+        return out
+
+    return window(obs, t), window(act, t - 1), window(rtg, t)
+
+
+def test_inference_wrapper_feeds_each_state_with_the_action_taken_at_it():
+    from tensordict.nn import TensorDictModule
+
+    from torchrl_lite.modules import DecisionTransformerInferenceWrapper
+
+    seen = {}
+
+    def spy(observation, action, return_to_go):
+        seen.update(obs=observation, act=action, rtg=return_to_go)
+        return action.sum(-1, keepdim=True)
+
+    module = TensorDictModule(spy, ["o", "a", "r"], ["action"])
+    policy = DecisionTransformerInferenceWrapper(module, inference_context=4)
+    policy.set_tensor_keys(observation="o", action="a", return_to_go="r")
+    g = torch.Generator().manual_seed(1)
+    obs, act, rtg = (torch.randn(12, d, generator=g) for d in (3, 2, 1))  # one episode
+    steps, ctx = 6, 4
+    for t in (0, 2, 9):
+        o, a, r = _env_windows(obs, act, rtg, t, steps)
+        policy(TensorDict(o=o, a=a, r=r))
+        # reference: window position i holds step j = t - 5 + i; kept when i >= steps - ctx,
+        # and its action is the one taken at s_j, known only for j < t
+        for i in range(steps):
+            j = t - (steps - 1) + i
+            kept = i >= steps - ctx and j >= 0
+            torch.testing.assert_close(seen["obs"][i], obs[j] if kept else torch.zeros(3))
+            torch.testing.assert_close(seen["rtg"][i], rtg[j] if kept else torch.zeros(1))
+            torch.testing.assert_close(seen["act"][i], act[j] if kept and j < t else torch.zeros(2))
+    with pytest.raises(ValueError, match=r"differ in length \{'o': 6, 'a': 5, 'r': 6\}"):
+        policy(TensorDict(o=torch.zeros(6, 3), a=torch.zeros(5, 2), r=torch.zeros(6, 1)))
+
+
+def _odt_policy(state_dim, action_dim, steps, ctx, seed=0):
+    from tensordict.nn import TensorDictModule
+
+    from torchrl_lite.data import Bounded
+    from torchrl_lite.modules import (
+        DecisionTransformerInferenceWrapper,
+        OnlineDTActor,
+        ProbabilisticActor,
+        TanhNormal,
+    )
+
+    torch.manual_seed(seed)
+    config = dict(CONFIG, n_embd=32, n_layer=2, n_head=2, n_inner=64, n_positions=3 * steps,
+                  resid_pdrop=0.1, attn_pdrop=0.1)  # fmt: skip
+    net = OnlineDTActor(state_dim, action_dim, config)
+    keys = ["observation_cat", "action_cat", "return_to_go_cat"]
+    actor = ProbabilisticActor(
+        TensorDictModule(net, keys, ["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        spec=Bounded(-1.0, 1.0, (action_dim,)),
+        distribution_class=TanhNormal,
+        distribution_kwargs={"low": -1.0, "high": 1.0},
+    )
+    policy = DecisionTransformerInferenceWrapper(policy=actor, inference_context=ctx)
+    policy.set_tensor_keys(observation=keys[0], action=keys[1], return_to_go=keys[2])
+    return net, policy.eval()
+
+
+def test_inference_wrapper_action_equals_each_env_computed_alone():
+    """Several envs at once (their zeroed old context runs once for all) give each env
+    the action the plain model gives it alone, from its hand-masked window."""
+    from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
+
+    steps, ctx, n = 10, 3, 4
+    net, policy = _odt_policy(3, 2, steps, ctx)
+    g = torch.Generator().manual_seed(2)
+    obs, act, rtg = torch.randn(n, steps, 3, generator=g), torch.randn(n, steps, 2, generator=g), \
+        torch.randn(n, steps, 1, generator=g)  # fmt: skip
+    td = TensorDict(observation_cat=obs, action_cat=act, return_to_go_cat=rtg, batch_size=[n])
+    with torch.no_grad(), set_exploration_type(ExplorationType.MODE):
+        out = policy(td)["action"]
+        for b in range(n):
+            o, a, r = obs[b].clone(), torch.zeros(steps, 2), rtg[b].clone()
+            o[: steps - ctx] = 0
+            r[: steps - ctx] = 0
+            a[steps - ctx : steps - 1] = act[b, steps - ctx + 1 :]  # the action taken at s_i
+            loc, _ = net.eval()(o[None], a[None], r[None])  # one env: nothing shared
+            torch.testing.assert_close(out[b], torch.tanh(loc[0, -1]), atol=1e-5, rtol=1e-5)
+
+
+def test_shared_prefix_blocks_equal_the_plain_blocks_and_refuse_training():
+    from torchrl_lite.modules.models.decision_transformer import DecisionTransformer
+    from torchrl_lite.modules.models.dt_shared_prefix import (
+        blocks_with_shared_prefix,
+        shared_prefix_length,
+    )
+
+    torch.manual_seed(0)
+    net = DecisionTransformer(3, 2, 8, hidden=16, n_layer=2, n_head=2).eval()
+    tokens = torch.randn(5, 12, 16)
+    tokens[:, :7] = tokens[:1, :7]  # 7 leading tokens shared by all rows
+    assert shared_prefix_length(tokens) == 7
+    plain = net.blocks(tokens, mask=torch.ones(12, 12, dtype=torch.bool).tril().logical_not())
+    torch.testing.assert_close(blocks_with_shared_prefix(net.blocks, tokens, 7), plain,
+                               atol=1e-5, rtol=1e-5)  # fmt: skip
+    with pytest.raises(ValueError, match=r"shared must be in \[1, 12\), got 12"):
+        blocks_with_shared_prefix(net.blocks, tokens, 12)
+    with pytest.raises(ValueError, match="eval mode"):
+        blocks_with_shared_prefix(net.blocks.train(), tokens, 7)
+
+
+def test_acting_model_sees_fixed_windows_and_runs_old_context_once():
+    """In a CatFrames env (as TorchRL's online DT script builds it), the model gets the
+    same window shape at every step however long the episode, and the zeroed old context
+    passes through the blocks once per step, not once per env."""
+    from torchrl_lite.data import Bounded
+    from torchrl_lite.envs import (
+        CatFrames,
+        SerialEnv,
+        TargetReturn,
+        TensorDictPrimer,
+        UnsqueezeTransform,
+    )
+    from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
+
+    steps, ctx, n = 6, 2, 2
+    base = SerialEnv(n, lambda: GymEnv("Pendulum-v1"))
+    env = TransformedEnv(base, TargetReturn(-100.0, out_keys=["return_to_go"]))
+    env.append_transform(TensorDictPrimer(action=Bounded(-2.0, 2.0, (n, 1))))
+    keys = ["observation", "action", "return_to_go"]
+    cat_keys = [f"{k}_cat" for k in keys]
+    env.append_transform(UnsqueezeTransform(-2, in_keys=keys, out_keys=cat_keys))
+    env.append_transform(CatFrames(steps, dim=-2, in_keys=cat_keys, padding="constant"))
+    net, policy = _odt_policy(3, 1, steps, ctx)
+    windows, rows = [], []
+    net.register_forward_hook(lambda m, args, out: windows.append(tuple(args[0].shape)))
+    ff = net.transformer.net.blocks.layers[0].linear1
+    ff.register_forward_hook(lambda m, args, out: rows.append(tuple(args[0].shape[:2])))
+    env.set_seed(0)
+    with torch.no_grad(), set_exploration_type(ExplorationType.MODE):
+        td = env.rollout(3 * steps, policy, break_when_any_done=False)
+    assert td.shape == (n, 3 * steps)
+    assert windows == [(n, steps, 3)] * (3 * steps)
+    # per step: the shared tokens once ([1, L]), then each env's own tokens ([n, 3T - L])
+    assert len(rows) == 2 * 3 * steps
+    for shared, own in zip(rows[::2], rows[1::2]):
+        assert shared[0] == 1 and shared[1] >= 3 * (steps - ctx)
+        assert own == (n, 3 * steps - shared[1])

@@ -29,6 +29,10 @@ from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictModu
 from torch import nn
 
 from torchrl_lite import _keys as K
+from torchrl_lite.modules.models.dt_shared_prefix import (
+    blocks_with_shared_prefix,
+    shared_prefix_length,
+)
 
 __all__ = [
     "DecisionTransformer",
@@ -161,9 +165,18 @@ class DecisionTransformer(nn.Module):
             dim=2,
         ).reshape(n, 3 * steps, self.hidden)  # [N, 3T, H]: R_1, s_1, a_1, R_2, ...
         tokens = self.drop(self.embed_norm(tokens))
-        out = self.blocks(tokens, mask=self._attention_mask(valid))  # [N, 3T, H]
+        out = self._run_blocks(tokens, valid)  # [N, 3T, H]
         out = self.final_norm(out).reshape(n, steps, 3, self.hidden)[:, :, 1]  # state tokens
         return out.reshape(*batch, steps, self.hidden)
+
+    def _run_blocks(self, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """The blocks over ``tokens [N, 3T, H]``; when acting (eval mode, nothing padded), a
+        leading run of tokens equal in every row (e.g. zeroed old context) runs once."""
+        if not self.training and tokens.shape[0] > 1 and bool(valid.all()):
+            shared = shared_prefix_length(tokens)
+            if 0 < shared < tokens.shape[1]:
+                return blocks_with_shared_prefix(self.blocks, tokens, shared)
+        return self.blocks(tokens, mask=self._attention_mask(valid))
 
     def _attention_mask(self, valid: torch.Tensor) -> torch.Tensor:
         """Additive mask ``[N * heads, 3T, 3T]``: causal, padding hidden, self always seen."""

@@ -2,13 +2,16 @@
 
 The env keeps a window of the last ``T`` steps (e.g. ``CatFrames`` over observation,
 action and return-to-go, as TorchRL's DT scripts do). At each step the wrapper zeroes all
-but the last ``inference_context`` steps of the window (the current step's action is not
-known yet, so one action fewer is kept), runs the actor on the window and writes the
-prediction of the window's last step as the action, and the last return-to-go.
+but the last ``inference_context`` steps of the window, moves the action window one step
+back (the env's window holds at ``t`` the action taken before ``s_t``; the model reads the
+action taken at ``s_t``, unknown for the current step, so zero), runs the actor on the
+window and writes the prediction of the window's last step as the action, and the last
+return-to-go.
 """
 
 from __future__ import annotations
 
+import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import unravel_key
@@ -98,13 +101,17 @@ class DecisionTransformerInferenceWrapper(TensorDictModuleBase):
         """Nothing to anneal (collectors call it on exploration modules)."""
 
     def mask_context(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Zero all but the last ``inference_context`` steps of the windows (one fewer action)."""
+        """Zero all but the last ``inference_context`` steps of the windows and align the
+        actions with their states.
+
+        In the env's window the entry at step ``t`` holds the action taken *before* ``s_t``
+        (the previous one), while the model reads at ``t`` the action taken *at* ``s_t``:
+        the action window moves one step back, and the current step's action, not taken
+        yet, is zero. So ``inference_context - 1`` actions remain.
+        """
         ctx = self.inference_context
-        for key, keep in (
-            (self.observation_key, ctx),
-            (self.action_key, ctx - 1),
-            (self.return_to_go_key, ctx),
-        ):
+        windows = {}
+        for key in (self.observation_key, self.action_key, self.return_to_go_key):
             value = tensordict.get(key, None)
             if value is None or value.dim() < 2:
                 got = "nothing" if value is None else f"shape {list(value.shape)}"
@@ -112,9 +119,20 @@ class DecisionTransformerInferenceWrapper(TensorDictModuleBase):
                     f"DecisionTransformerInferenceWrapper: {key!r} must be a window "
                     f"[*B, T, F] (e.g. kept by CatFrames(dim=-2)), got {got}."
                 )
-            value = value.clone()
-            steps = value.shape[-2]
-            value[..., : max(steps - keep, 0), :] = 0
+            windows[key] = value
+        steps = {key: value.shape[-2] for key, value in windows.items()}
+        if len(set(steps.values())) > 1:
+            raise ValueError(
+                f"DecisionTransformerInferenceWrapper: the windows differ in length {steps}; "
+                "keep the same number of steps of each (one CatFrames N for all three)."
+            )
+        for key, value in windows.items():
+            old = max(value.shape[-2] - ctx, 0)  # steps zeroed: [*B, old, F] of [*B, T, F]
+            if key == self.action_key:  # a new tensor: [a_1, ..., a_{T-1}, 0]
+                value = torch.cat([value[..., 1:, :], torch.zeros_like(value[..., :1, :])], -2)
+            else:
+                value = value.clone()
+            value[..., :old, :] = 0
             tensordict.set(key, value)
         return tensordict
 
