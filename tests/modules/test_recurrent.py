@@ -329,7 +329,7 @@ def test_set_recurrent_mode_as_decorator():
         set_recurrent_mode("train")
 
 
-def test_primer_on_a_batched_env_carries_states_and_inside_copies_raises():
+def test_primer_on_a_batched_env_carries_states():
     _transforms()
     batched = pytest.importorskip(
         "torchrl_lite.envs.batched_envs", reason="batched envs not importable yet"
@@ -352,13 +352,50 @@ def test_primer_on_a_batched_env_carries_states_and_inside_copies_raises():
             replay = lstm(data.exclude("embed"))
     assert (data["recurrent_state_h"][:, 1:4] != 0).any()
     torch.testing.assert_close(replay["embed"], data["embed"], rtol=1e-5, atol=1e-5)
-    inner = batched.SerialEnv(
-        2,
-        lambda: TransformedEnv(
-            GymEnv("Pendulum-v1"), Compose(InitTracker(), lstm.make_tensordict_primer())
-        ),
-    )
-    with pytest.raises(KeyError, match="append the primer to the batched env"):
-        inner.rollout(2)
-    inner.close()
     env.close()
+
+
+@pytest.mark.parametrize("kind", ["SerialEnv", "ParallelEnv"])
+def test_primer_inside_the_copies_of_a_batched_env_equals_one_outside(kind):
+    """TorchRL declares primed entries as state: the batched env sends each copy its
+    entries (and the policy's ("next", key)) with the action, so a primer in the copies
+    gives the rollout of the same primer on the batched env."""
+    _transforms()
+    batched = pytest.importorskip(
+        "torchrl_lite.envs.batched_envs", reason="batched envs not importable yet"
+    )
+    from torchrl_lite.envs import GymEnv, check_env_specs
+    from torchrl_lite.envs.transforms import Compose, InitTracker, StepCounter, TransformedEnv
+
+    lstm = LSTMModule(input_size=3, hidden_size=H, in_key="observation", out_key="embed")
+    policy = TensorDictSequential(
+        lstm, TensorDictModule(MLP(out_features=1, num_cells=[8]), ["embed"], ["action"])
+    )
+
+    def inner():
+        return TransformedEnv(
+            GymEnv("Pendulum-v1"),
+            Compose(StepCounter(max_steps=4), InitTracker(), lstm.make_tensordict_primer()),
+        )
+
+    cls = getattr(batched, kind)
+    env = cls(2, inner)
+    reference = TransformedEnv(
+        batched.SerialEnv(2, lambda: GymEnv("Pendulum-v1")),
+        Compose(StepCounter(max_steps=4), InitTracker(), lstm.make_tensordict_primer()),
+    )
+    assert set(env.full_state_spec.keys()) >= {"recurrent_state_h", "recurrent_state_c"}
+    check_env_specs(env)
+    env.set_seed(0)
+    reference.set_seed(0)
+    with torch.no_grad():
+        data = env.rollout(9, policy, break_when_any_done=False)
+        expected = reference.rollout(9, policy, break_when_any_done=False)
+    assert set(data.keys(True, True)) == set(expected.keys(True, True))
+    for key in expected.keys(True, True):
+        torch.testing.assert_close(data[key], expected[key], msg=f"{kind}: {key}")
+    # the states were carried within episodes (reset to 0 at each of the 4-step starts)
+    assert (data["recurrent_state_h"][:, 1:4] != 0).all()
+    assert (data["recurrent_state_h"][:, [0, 4, 8]] == 0).all()
+    env.close()
+    reference.close()

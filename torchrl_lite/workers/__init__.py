@@ -19,6 +19,7 @@ from torchrl_lite.workers.pickling import check_picklable
 from torchrl_lite.workers.process import (
     CloudPickled,
     death_message,
+    gl_started,
     parent_alive,
     start_method,
     stop_processes,
@@ -37,6 +38,7 @@ __all__ = [
     "check_picklable",
     "death_message",
     "error_info",
+    "gl_started",
     "parent_alive",
     "remote_error",
     "rng_state",

@@ -1,6 +1,7 @@
 """Worker process life cycle: start method, factories, dead workers, stopping.
 
-* ``start_method`` picks ``"fork"`` where it is safe (fast start-up), else ``"spawn"``.
+* ``start_method`` picks ``"fork"`` where it is safe (fast start-up), else ``"spawn"``
+  (CUDA or an OpenGL driver started in this process: ``gl_started``).
 * ``CloudPickled`` carries a factory (lambdas, closures) to a spawned worker.
 * ``start_worker`` starts one daemon worker process with a channel to it.
 * ``death_message`` says how a worker died; ``parent_alive`` lets a worker notice that
@@ -21,6 +22,7 @@ import torch
 __all__ = [
     "CloudPickled",
     "death_message",
+    "gl_started",
     "parent_alive",
     "start_method",
     "start_worker",
@@ -30,14 +32,51 @@ __all__ = [
 
 def start_method(method: str | None, owner: str) -> str:
     """The start method to use: ``method`` if given (checked), else ``"fork"`` where the
-    platform has it and CUDA is not initialised in this process, else ``"spawn"``."""
+    platform has it and neither CUDA nor an OpenGL driver (``gl_started``) has started
+    in this process, else ``"spawn"``."""
     available = multiprocessing.get_all_start_methods()
     if method is None:
         cuda_started = torch.cuda.is_available() and torch.cuda.is_initialized()
-        return "fork" if "fork" in available and not cuda_started else "spawn"
+        safe = "fork" in available and not cuda_started and not gl_started()
+        return "fork" if safe else "spawn"
     if method not in available:
         raise ValueError(f"{owner}: mp_start_method must be one of {available}, got {method!r}")
     return method
+
+
+# Mesa names its driver threads (llvmpipe's rasterizers, the shader-cache queue
+# "<process>:disk$0"); NVIDIA's GL core libraries are loaded when a display starts.
+_GL_THREADS = ("llvmpipe", ":disk$", ":gdrv")
+_GL_LIBRARIES = ("libnvidia-eglcore", "libnvidia-glcore")
+
+
+def gl_started() -> bool:
+    """Whether an OpenGL driver has started in this process (a MuJoCo/dm_control env
+    rendered pixels, under ``MUJOCO_GL=egl``, ``osmesa`` or ``glfw``).
+
+    Such a driver keeps threads and locks that a forked child inherits without the
+    threads: the child's first rendering context waits for them forever (a
+    ``ParallelEnv`` of pixel envs that never reports ready), so workers are spawned.
+    Linux only (``/proc``); False elsewhere.
+    """
+    try:
+        threads = os.listdir("/proc/self/task")
+    except OSError:
+        return False
+    for tid in threads:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read()
+        except OSError:  # the thread ended meanwhile
+            continue
+        if any(mark in name for mark in _GL_THREADS):
+            return True
+    try:
+        with open("/proc/self/maps") as f:
+            maps = f.read()
+    except OSError:
+        return False
+    return any(lib in maps for lib in _GL_LIBRARIES)
 
 
 class CloudPickled:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
+from tensordict.utils import unravel_key
 
+from torchrl_lite import _keys as K
 from torchrl_lite.envs.batched import utils as U
 from torchrl_lite.envs.batched.view import BatchedEnvView, normalize_index
 from torchrl_lite.envs.common import EnvBase
@@ -84,6 +86,24 @@ class _BatchedEnv(EnvBase):
         self._step_keys = U.leaf_keys(obs, info.specs["full_reward_spec"], done)
         self._reset_keys = U.leaf_keys(obs, done, state)
         self._state_keys = set(state.keys(True, True))
+        # what the policy may have written as the next state (see _next_inputs)
+        self._state_leaves = U.leaf_keys(state)
+        self._next_state_keys = [unravel_key((K.NEXT, k)) for k in self._state_leaves]
+
+    def _next_inputs(self, tensordict: TensorDictBase) -> list:
+        """Per state key of the copies, the step input's ``("next", key)`` (what the
+        policy wrote as the next state, e.g. a recurrent policy's hidden state) or None.
+
+        As in TorchRL, the copies receive these with the action and the state: a
+        ``TensorDictPrimer`` inside each copy then carries the policy's next state, as
+        one outside the batched env would. Empty when the copies have no state.
+        """
+        if not self._state_leaves:
+            return []
+        nxt = tensordict.get(K.NEXT, None)
+        if nxt is None:
+            return [None] * len(self._state_leaves)
+        return [nxt.get(key, None) for key in self._state_leaves]
 
     def _buffers(self, keys: list, specs: list, device) -> dict:
         """Zero tensors ``[n, *env_batch, ...]`` for ``keys`` (looked up in ``specs``)."""

@@ -52,9 +52,10 @@ class ParallelEnv(_WorkerChannels, _BatchedEnv):
         device: where the outputs go (default: the copies' device).
         num_sub_threads: torch threads in each worker.
         mp_start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"``. Default: ``"fork"``
-            where the platform has it (Linux) and CUDA is not initialised in this process,
-            else ``"spawn"``. Pass ``"spawn"`` if ``create_env_fn`` is not fork-safe (it
-            uses state of this process that forking breaks, e.g. an OpenGL context).
+            where the platform has it (Linux) and neither CUDA nor an OpenGL driver (a
+            pixel env rendered here, e.g. by ``EnvCreator``) has started in this process,
+            else ``"spawn"``. Pass ``"spawn"`` if ``create_env_fn`` is not fork-safe in
+            another way (it uses state of this process that forking breaks).
         spec_check: see ``EnvBase``.
         num_processes: number of worker processes (default ``num_workers``: one copy per
             process); copies are split into contiguous groups, one group per process.
@@ -195,10 +196,14 @@ class ParallelEnv(_WorkerChannels, _BatchedEnv):
         self._step_buf = self._buffers(self._step_keys, specs, cpu)
         self._reset_buf = self._buffers(self._reset_keys, specs, cpu)
         self._mask_buf = torch.zeros((*self.batch_size, 1), dtype=torch.bool)
-        for buf in (self._in_buf, self._step_buf, self._reset_buf):
+        # the policy's ("next", state) entries, and which of them this step has
+        self._next_buf = self._buffers(self._state_leaves, specs, cpu)
+        self._next_flags = torch.zeros(len(self._state_leaves), dtype=torch.bool)
+        for buf in (self._in_buf, self._step_buf, self._reset_buf, self._next_buf):
             for tensor in buf.values():
                 tensor.share_memory_()
         self._mask_buf.share_memory_()
+        self._next_flags.share_memory_()
         self._in_leaves = [self._in_buf[k] for k in self._input_keys]
         self._step_leaves = [self._step_buf[k] for k in self._step_keys]
         self._reset_leaves = [self._reset_buf[k] for k in self._reset_keys]
@@ -208,6 +213,8 @@ class ParallelEnv(_WorkerChannels, _BatchedEnv):
                 "step": {k: v[lo:hi] for k, v in self._step_buf.items()},
                 "reset": {k: v[lo:hi] for k, v in self._reset_buf.items()},
                 "mask": self._mask_buf[lo:hi],
+                "next": {k: v[lo:hi] for k, v in self._next_buf.items()},
+                "next_flags": self._next_flags,
             }
             for lo, hi in self._groups
         ]
@@ -238,6 +245,7 @@ class ParallelEnv(_WorkerChannels, _BatchedEnv):
             return self._lazy.step(tensordict)
         for key, buf in zip(self._input_keys, self._in_leaves):
             buf.copy_(tensordict.get(key))
+        self._write_next(tensordict)
         self._step_workers()
         values = [self._export(buf) for buf in self._step_leaves]
         return U.td_from_leaves(self._step_keys, values, self.batch_size, self.device)
@@ -255,6 +263,7 @@ class ParallelEnv(_WorkerChannels, _BatchedEnv):
         self._check_usable()
         for key, buf in zip(self._input_keys, self._in_leaves):
             buf[copies] = tensordict.get(key).to(buf.device)
+        self._write_next(tensordict, copies)
         self._command_copies(W.STEP_SOME, copies, lambda local: [k for k, _ in local], "step")
         values = [buf[copies].to(self.device) for buf in self._step_leaves]
         return U.td_from_leaves(
@@ -276,6 +285,18 @@ class ParallelEnv(_WorkerChannels, _BatchedEnv):
         self._command_copies(
             W.SEED_SOME, copies, lambda local: [(k, seeds[i]) for k, i in local], "set_seed"
         )
+
+    def _write_next(self, tensordict: TensorDictBase, copies: list[int] | None = None) -> None:
+        """Put the step input's ``("next", state)`` entries (``_next_inputs``) in the
+        shared buffers (rows ``copies``, all when None) and flag which are present."""
+        for j, value in enumerate(self._next_inputs(tensordict)):
+            self._next_flags[j] = value is not None
+            if value is not None:
+                buf = self._next_buf[self._state_leaves[j]]
+                if copies is None:
+                    buf.copy_(value)
+                else:
+                    buf[copies] = value.to(buf.device)
 
     def _command_copies(self, command: bytes, copies: list[int], payload, what: str) -> None:
         """Send ``command`` with ``payload(local)`` to each worker holding some of

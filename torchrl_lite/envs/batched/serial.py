@@ -125,22 +125,27 @@ class SerialEnv(_BatchedEnv):
         return values
 
     # -- the serial loop (also what each ParallelEnv worker runs) ----------------------
-    def _step_into(self, rows: list, out_rows: list | None = None, copies=None) -> list | None:
-        """Step copy ``i`` with ``rows[i]`` (its ``_input_keys`` leaves).
+    def _step_into(
+        self, rows: list, out_rows: list | None = None, copies=None, keys: list | None = None
+    ) -> list | None:
+        """Step copy ``i`` with ``rows[i]`` (its ``keys`` leaves: ``_input_keys``, then
+        the ``("next", state)`` entries the policy wrote, see ``_with_next``).
 
         Returns the results' ``_step_keys`` leaves stacked to ``[n, *env_batch, ...]``, or,
         with ``out_rows``, copies copy ``i``'s leaves into ``out_rows[i]`` (views of shared
         memory in a ParallelEnv worker) and returns None. With ``copies`` (positions),
         only those copies step, ``rows[j]`` and ``out_rows[j]`` being copy ``copies[j]``'s.
         """
-        keys, results, device = self._input_keys, [], self._env_device
+        keys = self._input_keys if keys is None else keys
+        flat_inputs = self._flat_inputs and len(keys) == len(self._input_keys)
+        results, device = [], self._env_device
         move = bool(rows and rows[0]) and rows[0][0].device != device
         chosen = range(len(self._envs)) if copies is None else copies
         for j, (i, values) in enumerate(zip(chosen, rows)):
             env = self._envs[i]
             if move:
                 values = [v.to(device) for v in values]
-            if self._flat_inputs:
+            if flat_inputs:
                 sub = _td.new(dict(zip(keys, values)), env.batch_size, device)
             else:
                 sub = U.td_from_leaves(keys, values, env.batch_size, device)
@@ -190,9 +195,21 @@ class SerialEnv(_BatchedEnv):
     # -- the copies of an indexed view (see view.py) ------------------------------------
     def _step_copies(self, copies: list[int], tensordict: TensorDictBase) -> TensorDictBase:
         self._check_usable()
-        inputs = [tensordict.get(key) for key in self._input_keys]
-        values = self._step_into(U.rows(inputs, len(copies)), copies=copies)
+        keys, inputs = self._with_next(tensordict)
+        values = self._step_into(U.rows(inputs, len(copies)), copies=copies, keys=keys)
         return self._copies_td(self._step_keys, values, len(copies))
+
+    def _with_next(self, tensordict: TensorDictBase) -> tuple[list, list]:
+        """The keys and ``[n, ...]`` values the copies step with: ``_input_keys``, then
+        the ``("next", state)`` entries present in ``tensordict`` (``_next_inputs``)."""
+        keys = self._input_keys
+        inputs = [tensordict.get(key) for key in keys]
+        nxt = self._next_inputs(tensordict)
+        if any(v is not None for v in nxt):
+            present = [(k, v) for k, v in zip(self._next_state_keys, nxt) if v is not None]
+            keys = keys + [k for k, _ in present]
+            inputs = inputs + [v for _, v in present]
+        return keys, inputs
 
     def _reset_copies(self, copies: list[int], mask: torch.Tensor | None) -> TensorDictBase:
         self._check_usable()
@@ -217,8 +234,8 @@ class SerialEnv(_BatchedEnv):
             arrays = self._group.step(tensordict.get(K.ACTION))
             values = [torch.from_numpy(array) for array in arrays]
         else:
-            inputs = [tensordict.get(key) for key in self._input_keys]
-            values = self._step_into(U.rows(inputs, self.num_workers))
+            keys, inputs = self._with_next(tensordict)
+            values = self._step_into(U.rows(inputs, self.num_workers), keys=keys)
         if self._move_outputs:
             values = [v.to(self.device) for v in values]
         return U.td_from_leaves(self._step_keys, values, self.batch_size, self.device, self._flat)

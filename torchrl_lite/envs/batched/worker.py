@@ -97,6 +97,12 @@ class _Loop:
             self.mask_np = views["mask"].numpy()
             self.done_np = views["step"][K.DONE].numpy()
         self.rows = U.rows([views["input"][key] for key in serial._input_keys], k)
+        # the policy's ("next", state) entries, passed where flagged (see _with_next)
+        self.next_flags = views.get("next_flags")
+        if self.next_flags is not None and len(self.next_flags):
+            self.next_rows = U.rows([views["next"][key] for key in serial._state_leaves], k)
+        else:
+            self.next_flags = None
         self.step_rows = U.rows([views["step"][key] for key in serial._step_keys], k)
         self.reset_rows = U.rows([views["reset"][key] for key in serial._reset_keys], k)
         self.mask, self.done = views["mask"], views["step"].get(K.DONE)
@@ -104,13 +110,27 @@ class _Loop:
     def step_some(self, copies: list[int]) -> None:
         """Step only ``copies`` (positions among the worker's copies), one by one."""
         rows, out = [self.rows[k] for k in copies], [self.step_rows[k] for k in copies]
-        self.serial._step_into(rows, out, copies=copies)
+        rows, keys = self._with_next(rows, copies)
+        self.serial._step_into(rows, out, copies=copies, keys=keys)
+
+    def _with_next(self, rows: list, copies=None) -> tuple[list, list | None]:
+        """``rows`` with the flagged ``("next", state)`` entries appended, and their keys
+        (None: the input keys alone)."""
+        if self.next_flags is None or not bool(self.next_flags.any()):
+            return rows, None
+        present = self.next_flags.tolist()
+        serial = self.serial
+        keys = serial._input_keys + [k for k, p in zip(serial._next_state_keys, present) if p]
+        nxt = self.next_rows if copies is None else [self.next_rows[k] for k in copies]
+        rows = [row + [v for v, p in zip(extra, present) if p] for row, extra in zip(rows, nxt)]
+        return rows, keys
 
     def step(self) -> None:
         if self.group is not None:
             self.group.step(self.action, self.step_out)
         else:
-            self.serial._step_into(self.rows, self.step_rows)
+            rows, keys = self._with_next(self.rows)
+            self.serial._step_into(rows, self.step_rows, keys=keys)
 
     def reset(self) -> None:
         """Reset the copies set in the shared ``"_reset"`` mask."""

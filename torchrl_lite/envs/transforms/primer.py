@@ -3,8 +3,9 @@
 A recurrent policy reads its hidden state from the TensorDict and writes the next one
 under ``("next", key)``. The env knows nothing about it, so this transform:
 
-* adds the entries' specs to the observation spec (root and ``"next"``), expanded to the
-  env's batch, so that ``check_env_specs``, batched envs and collectors see them;
+* adds the entries' specs to the observation spec (root and ``"next"``) and to the state
+  spec, expanded to the env's batch, so that ``check_env_specs``, batched envs and
+  collectors see them;
 * writes ``default_value`` at every reset (only in the sub-envs being reset);
 * after each step, writes the entry into the step's output: the policy's
   ``("next", key)`` if it wrote one, else the value at the root (carried over).
@@ -12,9 +13,10 @@ under ``("next", key)``. The env knows nothing about it, so this transform:
 Priming the env's action key (``TensorDictPrimer(action=env.action_spec)``) mirrors the
 action into the observations: the default value at reset, the action taken after a step.
 
-With ``SerialEnv``/``ParallelEnv``, append the primer to the batched env
-(``TransformedEnv(ParallelEnv(n, make_env), primer)``): the copies inside only receive the
-action, so a primer there cannot see the policy's state (its step raises ``KeyError``).
+As in TorchRL, the primed entries are state: a primer may sit inside the copies of a
+``SerialEnv``/``ParallelEnv`` (``ParallelEnv(n, lambda: TransformedEnv(env, primer))``),
+whose step then sends each copy its entries (and the policy's ``("next", key)``) with the
+action; the result is the same as with the primer on the batched env.
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ class TensorDictPrimer(Transform):
         self._batch = None
         self._device = None
         self._specs = {}  # key -> spec with the env's batch dims
+        self._state_specs = {}  # the same, less a primed action key
 
     # -- specs -------------------------------------------------------------------------
     def _attach(self, specs) -> None:
@@ -145,11 +148,19 @@ class TensorDictPrimer(Transform):
                 )
             out[key] = spec.to(specs.device)
         self._specs, self._batch, self._device = out, batch, specs.device
+        # the state the env's step reads back (a primed action is already an input)
+        self._state_specs = {k: v for k, v in out.items() if _as_tuple(k) not in actions}
 
     def transform_observation_spec(self, observation_spec: Composite) -> Composite:
         for key, spec in self._specs.items():
             observation_spec[key] = spec.clone()
         return observation_spec
+
+    def transform_state_spec(self, state_spec: Composite) -> Composite:
+        # step() reads the entries back: as state, batched envs pass them to their copies
+        for key, spec in self._state_specs.items():
+            state_spec[key] = spec.clone()
+        return state_spec
 
     # -- values --------------------------------------------------------------------------
     def _value(self, key, spec: TensorSpec) -> torch.Tensor:
@@ -185,9 +196,7 @@ class TensorDictPrimer(Transform):
                 raise KeyError(
                     f"TensorDictPrimer: the step input has neither {key!r} nor "
                     f"{(K.NEXT, *_as_tuple(key))!r}: pass the TensorDict returned by reset() "
-                    "(or step_mdp of the last step). Inside SerialEnv/ParallelEnv the copies "
-                    "only receive the action: append the primer to the batched env instead, "
-                    "TransformedEnv(ParallelEnv(n, make_env), primer). "
+                    "(or step_mdp of the last step). "
                     + missing_key_message(key, tensordict.keys(True, True))
                 )
             next_tensordict.set(key, value)
