@@ -53,6 +53,7 @@ FLOORS = {
             "torchrl_lite.envs",
             "torchrl_lite.envs.transforms",
             "torchrl_lite.envs.custom",
+            "torchrl_lite.envs.llm",
             "torchrl_lite.envs.libs.gym",
             "torchrl_lite.envs.libs.dm_control",
             "torchrl_lite.envs.libs.openml",

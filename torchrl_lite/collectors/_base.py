@@ -1,7 +1,8 @@
 """``DataCollectorBase``: what every collector shares.
 
 The frame budget, iteration (``for data in collector`` / ``collector.next()``), delivery
-(``split_trajs``, ``postproc``, ``replay_buffer``) and policy-weight checks. A collector
+(``split_trajs``, ``postproc``, ``replay_buffer``), policy-weight checks and the
+policy-version methods (``_version.py``). A collector
 implements ``_collect_batch(random) -> TensorDict`` plus ``set_seed``,
 ``update_policy_weights_``, ``state_dict``/``load_state_dict`` and ``shutdown``.
 """
@@ -17,12 +18,13 @@ from tensordict import TensorDictBase
 
 from torchrl_lite.collectors._args import check_int
 from torchrl_lite.collectors._trajs import TrajectoryAssembler, check_traj_options
+from torchrl_lite.collectors._version import VersionTracking
 from torchrl_lite.collectors.utils import split_trajectories
 
 __all__ = ["DataCollectorBase"]
 
 
-class DataCollectorBase:
+class DataCollectorBase(VersionTracking):
     """Frame budget, iteration and delivery shared by every collector (see module doc).
 
     Every collector is iterated the same way, whatever runs the envs: ``for data in

@@ -55,6 +55,9 @@ class _Worker:
             with self.version.get_lock():
                 self.local.update_(self.weights)
                 self.seen = self.version.value
+            tracker = self.collector.policy_version_tracker
+            if tracker is not None:  # frames from now on: this many weight updates
+                tracker.version = self.seen
         return self.collector._collect_batch(random)
 
     def publish(self, batch: TensorDictBase) -> None:

@@ -46,6 +46,7 @@ from torchrl_lite.collectors._policy import (
     register_policy_transforms,
 )
 from torchrl_lite.collectors._step_parts import _merge_preset, _with_compact_obs
+from torchrl_lite.collectors._version import make_tracker
 from torchrl_lite.envs._rollout import StepRecorder
 from torchrl_lite.envs._step_checks import check_step_output
 from torchrl_lite.envs.utils import (
@@ -124,6 +125,9 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
             modules' primers to the env when its specs lack them, so the env alone (e.g.
             ``env.rollout``) feeds the policy too. Otherwise the collector supplies
             ``"is_init"`` and zero hidden states itself.
+        track_policy_version: True or a ``PolicyVersion``: append the tracker to the env,
+            so each frame carries ``"policy_version"``, bumped by each
+            ``update_policy_weights_()`` (``_version.py``).
         backend, num_collectors, sync, backend_options: TorchRL's ``Collector`` selectors
             (``_dispatch.py``): ``backend="process"`` or ``num_collectors=N`` builds a
             multiprocess collector, ``backend="ray"`` a ``RayCollector``.
@@ -165,8 +169,10 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
         trajs_per_batch: int | None = None,
         traj_format: str | None = None,
         auto_register_policy_transforms: bool | None = None,
+        track_policy_version=False,
     ):
         owner = type(self).__name__
+        self.policy_version_tracker = tracker = make_tracker(track_policy_version, owner)
         policy = compile_policy_in_place(policy, compile_policy, cudagraph_policy, owner)
         self._update_at_each_batch = bool(update_at_each_batch)
         self.compact_obs = bool(compact_obs)
@@ -184,6 +190,8 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
         try:
             if auto_register_policy_transforms:
                 self.env = env = register_policy_transforms(env, policy)
+            if tracker is not None:
+                self.env = env = env.append_transform(tracker)
             n_envs = env.batch_size.numel()
             if frames_per_batch % n_envs:
                 # TorchRL's behaviour: each env steps the same number of times per batch
@@ -491,10 +499,11 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
         if weights is None:
             if self._source_policy is not None:
                 copy_weights(target, policy_weights(self._source_policy), owner)
-            return
-        if target is None:
+        elif target is None:
             raise ValueError(f"{owner}: the policy ({self.policy!r}) has no weights to update.")
-        copy_weights(target, weights, owner)
+        else:
+            copy_weights(target, weights, owner)
+        self.increment_version()  # frames from now on come from the new weights
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed the env (each sub-env gets its own seed) and return the next unused seed.
@@ -534,11 +543,13 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
             out["policy_state_dict"] = self.policy.state_dict()
         out["env_state_dict"] = self.env.state_dict()
         out["carry"] = {name: _copy(getattr(self, "_" + name)) for name in _CARRY}
+        if self.policy_version_tracker is not None:
+            out["policy_version"] = self.policy_version
         return out
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore what ``state_dict()`` returned (into a collector built the same way)."""
-        known = {"frames", "iter", "policy_state_dict", "env_state_dict", "carry"}
+        known = {"frames", "iter", "policy_state_dict", "env_state_dict", "carry", "policy_version"}
         unknown = [k for k in state_dict if k not in known]
         if unknown:
             raise KeyError(
@@ -560,6 +571,8 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
             setattr(self, "_" + name, _copy(value, self.env.device))
         self._frames = int(state_dict.get("frames", self._frames))
         self._iter = int(state_dict.get("iter", self._iter))
+        if "policy_version" in state_dict and self.policy_version_tracker is not None:
+            self.policy_version_tracker.version = state_dict["policy_version"]
 
     def shutdown(self) -> None:
         """Close the env; the collector cannot be used afterwards."""

@@ -49,6 +49,7 @@ from torchrl_lite.collectors._policy import (
     materialize_lazy,
     policy_weights,
 )
+from torchrl_lite.collectors._version import make_tracker
 from torchrl_lite.collectors._worker import (
     ACK,
     BATCH,
@@ -120,9 +121,12 @@ class _MultiDataCollector(DataCollectorBase):
         trajs_per_batch: int | None = None,
         traj_format: str | None = None,
         auto_register_policy_transforms: bool | None = None,
+        track_policy_version=False,
     ):
         owner = type(self).__name__
         compile_policy_in_place(None, False, cudagraph_policy, owner)  # refused early
+        # this process's tracker; each worker stamps frames with its own (``_version.py``)
+        self.policy_version_tracker = make_tracker(track_policy_version, owner)
         self._update_at_each_batch = bool(update_at_each_batch)
         self._procs, self._channels, self._finalizer = [], [], None
         factories = _factories(owner, create_env_fn, num_workers, create_env_kwargs)
@@ -189,6 +193,7 @@ class _MultiDataCollector(DataCollectorBase):
                         "reset_when_done": reset_when_done,
                         "compile_policy": compile_policy,  # each worker compiles its copy
                         "auto_register_policy_transforms": auto_register_policy_transforms,
+                        "track_policy_version": self.policy_version_tracker is not None,
                         **{name: values[w] for name, values in options.items()},
                     },
                 }
@@ -340,6 +345,8 @@ class _MultiDataCollector(DataCollectorBase):
         out = {"frames": self._frames, "iter": self._iter}
         if isinstance(self.policy, torch.nn.Module):
             out["policy_state_dict"] = self.policy.state_dict()
+        if self.policy_version_tracker is not None:
+            out["policy_version"] = self.policy_version
         for w in range(self.num_workers):
             self._send(w, STATE, None, "state_dict")
             out[f"worker{w}"] = self._wait([w], "state_dict", STATE)[w]
@@ -357,6 +364,8 @@ class _MultiDataCollector(DataCollectorBase):
                 self._wait([w], "load_state_dict", LOAD)
         self._frames = int(state_dict.get("frames", self._frames))
         self._iter = int(state_dict.get("iter", self._iter))
+        if "policy_version" in state_dict and self.policy_version_tracker is not None:
+            self.policy_version_tracker.version = state_dict["policy_version"]
 
     # -- life cycle ------------------------------------------------------------------------
     @property
@@ -409,6 +418,10 @@ class MultiSyncDataCollector(_MultiDataCollector):
             exploration_type, reset_when_done, replay_buffer, trajs_per_batch, traj_format,
             auto_register_policy_transforms: as for ``SyncDataCollector`` (``postproc``,
             ``split_trajs``, ``replay_buffer`` and trajectory assembly apply in this process).
+        track_policy_version: True or a ``PolicyVersion``: the tracker of this process
+            (``increment_version()``, ``policy_version``); each worker writes
+            ``"policy_version"`` into its frames, the number of weight updates it has
+            loaded (``_version.py``).
         num_sub_threads: torch threads in each worker.
         mp_start_method: ``"fork"`` (default where available and CUDA is not initialised:
             fast start-up), ``"spawn"`` or ``"forkserver"``.

@@ -132,6 +132,7 @@ class ReplayBuffer(BufferDumps):
         if self._batch_size is not None and hasattr(self._sampler, "check_capacity"):
             self._sampler.check_capacity(self._storage.max_size, self._batch_size)
         self._lock = threading.RLock()
+        self._write_count = 0  # items written since built or emptied (``write_count``)
         self._executor: ThreadPoolExecutor | None = None
         self._futures: deque = deque()
         # dicts of tensors and tensorclasses stored as TensorDicts (tensor storages only)
@@ -156,6 +157,12 @@ class ReplayBuffer(BufferDumps):
     @property
     def batch_size(self) -> int | None:
         return self._batch_size
+
+    @property
+    def write_count(self) -> int:
+        """Items written by ``add``/``extend`` since the buffer was built or emptied (each
+        frame of an ``ndim > 1`` row counts; overwritten items stay counted)."""
+        return self._write_count
 
     @property
     def transform(self):
@@ -205,6 +212,7 @@ class ReplayBuffer(BufferDumps):
             row = self._writer.add(data)
             index = self._storage.flat_index(torch.tensor([row]))
             self._sampler.extend(index.reshape(-1))
+            self._write_count += index.numel()
         return int(index.reshape(-1)[0]) if index.numel() == 1 else index[0]
 
     def extend(self, data) -> torch.Tensor:
@@ -230,6 +238,7 @@ class ReplayBuffer(BufferDumps):
         written = rows if bool(kept.all()) else rows[kept]
         flat = self._storage.flat_index(written)
         self._sampler.extend(flat.reshape(-1))
+        self._write_count += flat.numel()
         if written is rows:
             return flat, kept
         index = torch.full((rows.numel(), *flat.shape[1:]), -1, dtype=torch.long)
@@ -367,6 +376,7 @@ class ReplayBuffer(BufferDumps):
             self._storage.empty()
             self._writer.empty()
             self._sampler.empty()
+            self._write_count = 0
             if self._codec is not None:
                 self._codec.reset()
 

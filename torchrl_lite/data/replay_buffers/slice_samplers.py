@@ -44,6 +44,9 @@ class SliceSampler(Sampler):
         cache_values: keep the trajectory boundaries between samples (default: they are
             recomputed when the storage changes); ``False`` (TorchRL's default) recomputes
             them at every sample, with the same samples.
+        use_gpu: TorchRL computes the boundaries on a GPU with ``True`` (or a device);
+            here they are computed on the CPU, which gives the same samples, and the flag
+            is only kept.
 
     Example:
         >>> from tensordict import TensorDict
@@ -66,6 +69,7 @@ class SliceSampler(Sampler):
         strict_length: bool = True,
         truncated_key=("next", "truncated"),
         cache_values: bool = True,
+        use_gpu=False,
     ) -> None:
         if (num_slices is None) == (slice_len is None):
             raise ValueError("give exactly one of num_slices and slice_len.")
@@ -79,6 +83,7 @@ class SliceSampler(Sampler):
         self.strict_length = strict_length
         self.truncated_key = truncated_key
         self.cache_values = bool(cache_values)
+        self.use_gpu = use_gpu
         self._cache_key = None
         self._cache = None
 

@@ -522,6 +522,10 @@ class LazyMemmapStorage(TensorStorage):
             (its folder is used, and kept alive as long as the storage).
         device: where sampled items are returned (the files are always on the CPU).
         ndim: leading dimensions that index items (see :class:`LazyTensorStorage`).
+        compilable: TorchRL's ``torch.compile`` flag (see :class:`TensorStorage`).
+        shared_init: TorchRL allocates such a storage in shared memory for collector
+            workers that write into it; here the files are shared by nature and the
+            collectors write from this process, so the flag is only kept.
 
     Example:
         >>> storage = LazyMemmapStorage(1000)
@@ -537,8 +541,10 @@ class LazyMemmapStorage(TensorStorage):
         device="cpu",
         ndim: int = 1,
         compilable: bool = False,
+        shared_init: bool = False,
     ) -> None:
         super().__init__(None, max_size=max_size, device=device, ndim=ndim, compilable=compilable)
+        self.shared_init = bool(shared_init)
         self._scratch_owner = None
         if isinstance(scratch_dir, tempfile.TemporaryDirectory):
             self._scratch_owner, scratch_dir = scratch_dir, scratch_dir.name

@@ -29,14 +29,19 @@ class ExcludeTransform(Transform):
 
     Args:
         *excluded_keys: the entries to remove (not the done flags).
+        inverse: remove them on the inverse path instead (what goes into the wrapped env,
+            or into a replay buffer's storage); what the env returns, and ``forward``, keep
+            them.
 
     Example:
         >>> td = TensorDict({"a": torch.zeros(1), "b": torch.zeros(1)}, [])
         >>> list(ExcludeTransform("a")(td).keys())
         ['b']
+        >>> sorted(ExcludeTransform("a", inverse=True).inv(td).keys())
+        ['b']
     """
 
-    def __init__(self, *excluded_keys):
+    def __init__(self, *excluded_keys, inverse: bool = False):
         if len(excluded_keys) == 1 and isinstance(excluded_keys[0], list):
             excluded_keys = excluded_keys[0]
         keys = _norm_keys(list(excluded_keys))
@@ -44,30 +49,45 @@ class ExcludeTransform(Transform):
             raise ValueError("ExcludeTransform needs at least one key to exclude.")
         super().__init__()
         self.excluded_keys = keys
+        self.inverse = bool(inverse)
+
+    def _drop(self, tensordict):
+        for key in self.excluded_keys:
+            tensordict.pop(key, None)
+        return tensordict
 
     def _call(self, next_tensordict):
-        for key in self.excluded_keys:
-            next_tensordict.pop(key, None)
-        return next_tensordict
+        return next_tensordict if self.inverse else self._drop(next_tensordict)
+
+    def _inv_call(self, tensordict):
+        return self._drop(tensordict) if self.inverse else tensordict
 
     def forward(self, tensordict):
         return self._call(tensordict)
 
     def _attach(self, specs):
+        if self.inverse:
+            return  # the entries dropped on the way in are not among the env's outputs
         require_keys(self, self.excluded_keys, specs.output_keys(), "excluded_keys")
         _check_not_done(self, self.excluded_keys, specs, "exclude")
 
     def transform_observation_spec(self, observation_spec):
+        if self.inverse:
+            return observation_spec
         return _drop_specs(observation_spec, self.excluded_keys)
 
     def transform_reward_spec(self, reward_spec):
+        if self.inverse:
+            return reward_spec
         return _drop_specs(reward_spec, self.excluded_keys)
 
     def transform_state_spec(self, state_spec):
+        if self.inverse:
+            return state_spec
         return _drop_specs(state_spec, self.excluded_keys)
 
     def extra_repr(self):
-        return f"excluded_keys={self.excluded_keys}"
+        return f"excluded_keys={self.excluded_keys}, inverse={self.inverse}"
 
 
 class SelectTransform(Transform):

@@ -46,7 +46,7 @@ from torchrl_lite.envs.transforms._utils import (  # noqa: F401  (re-exported fo
     td_set,
 )
 
-__all__ = ["Transform", "Compose", "EnvSpecs"]
+__all__ = ["Transform", "Compose", "EnvSpecs", "FunctionTransform"]
 
 
 class Transform(nn.Module):
@@ -516,7 +516,48 @@ class Compose(Transform):
         return f"Compose(\n{inner})" if inner else "Compose()"
 
 
+class FunctionTransform(Transform):
+    """A plain function ``TensorDict -> TensorDict`` used as a transform.
+
+    TorchRL's ``Compose(...)`` takes any callable among its transforms (e.g. a replay
+    buffer's ``Compose(functools.partial(move, device=...))``); it is wrapped in this
+    class. The function gets each reset output, each
+    step's ``"next"`` entries and what ``forward`` is given (a stored batch, a sample);
+    what it returns replaces them (``None``: the same TensorDict, changed in place).
+    It declares no keys, so the specs are unchanged, and actions pass through.
+
+    Args:
+        fn: the function.
+
+    Example:
+        >>> double = FunctionTransform(lambda td: td.set("x", td["x"] * 2))
+        >>> double(TensorDict(x=torch.ones(2), batch_size=[2]))["x"]
+        tensor([2., 2.])
+    """
+
+    def __init__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"FunctionTransform expects a callable, got {type(fn).__name__}")
+        super().__init__(in_keys=[], out_keys=[])
+        self.fn = fn
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        out = self.fn(next_tensordict)
+        return next_tensordict if out is None else out
+
+    def extra_repr(self) -> str:
+        return f"fn={self.fn!r}"
+
+
+def _as_transform(transform):
+    """A Transform as given; another callable wrapped as a :class:`FunctionTransform`."""
+    if not isinstance(transform, Transform) and callable(transform):
+        return FunctionTransform(transform)
+    return transform
+
+
 def _check_transform(transform, what: str) -> Transform:
+    transform = _as_transform(transform)  # a plain callable too, as in TorchRL
     if not isinstance(transform, Transform):
         raise TypeError(
             f"{what} expects a Transform, got {type(transform).__name__}: {transform!r}"
@@ -526,13 +567,15 @@ def _check_transform(transform, what: str) -> Transform:
 
 def _flatten(transforms) -> list:
     out = []
-    for t in transforms:
+    for t in map(_as_transform, transforms):
         if isinstance(t, Compose):
             out.extend(t.transforms)
         elif isinstance(t, Transform):
             out.append(t)
         else:
-            raise TypeError(f"Compose expects Transforms, got {type(t).__name__}: {t!r}")
+            raise TypeError(
+                f"Compose expects Transforms or callables, got {type(t).__name__}: {t!r}"
+            )
     return out
 
 

@@ -71,6 +71,11 @@ class ObsEncoder(nn.Module):
         torch.Size([2, 5, 128])
     """
 
+    def __new__(cls, *args, **kwargs):  # TorchRL's form: ObsEncoder(channels=32, in_channels=3)
+        return _pick_form(
+            cls, ObsEncoder, bool({"in_channels", "num_layers", "device"} & kwargs.keys())
+        )
+
     def __init__(self, channels: int = 3, depth: int = 32):
         super().__init__()
         layers, width = [], channels
@@ -152,7 +157,8 @@ def _normal_params(x: torch.Tensor, min_std: float):
 class RSSMPrior(nn.Module):
     """The RSSM's transition: ``(s_t, h_t, a_t)`` -> ``(mu, sigma, s_{t+1}, h_{t+1})``.
 
-    ``s_{t+1}`` is a reparameterised sample of the prior ``N(mu, sigma)``.
+    ``s_{t+1}`` is a reparameterised sample of the prior ``N(mu, sigma)``: ``mu + sigma *
+    noise``, with ``noise`` drawn from ``N(0, 1)`` unless given (same shape as ``mu``).
 
     Args:
         action_dim: ``A``.
@@ -189,17 +195,20 @@ class RSSMPrior(nn.Module):
         )
         self.action_state_norm = _norm(hidden, layer_norm)
 
-    def forward(self, state: torch.Tensor, belief: torch.Tensor, action: torch.Tensor):
+    def forward(self, state: torch.Tensor, belief: torch.Tensor, action: torch.Tensor, noise=None):
         x = self.action_state(torch.cat([state, action], -1))
         x = F.elu(self.action_state_norm(x))  # [*B, hidden]
         flat_x, batch = _flat(x, 1)
         belief = self.rnn(flat_x, belief.reshape(-1, self.belief_dim)).reshape(*batch, -1)
         mean, std = _normal_params(self.head(belief), self.min_std)  # [*B, S] each
-        return mean, std, mean + std * torch.randn_like(std), belief
+        noise = torch.randn_like(std) if noise is None else noise
+        return mean, std, mean + std * noise, belief
 
 
 class RSSMPosterior(nn.Module):
     """The RSSM's filter: ``(h_{t+1}, e_{t+1})`` -> ``(mu, sigma, s_{t+1})`` of the posterior.
+
+    ``s_{t+1} = mu + sigma * noise`` (``noise ~ N(0, 1)`` unless given).
 
     Args:
         belief_dim: ``D``.
@@ -228,9 +237,10 @@ class RSSMPosterior(nn.Module):
             *_dense(belief_dim + embed_dim, hidden, layer_norm), nn.Linear(hidden, 2 * state_dim)
         )
 
-    def forward(self, belief: torch.Tensor, embed: torch.Tensor):
+    def forward(self, belief: torch.Tensor, embed: torch.Tensor, noise=None):
         mean, std = _normal_params(self.net(torch.cat([belief, embed], -1)), self.min_std)
-        return mean, std, mean + std * torch.randn_like(std)
+        noise = torch.randn_like(std) if noise is None else noise
+        return mean, std, mean + std * noise
 
 
 class RewardHead(nn.Module):
