@@ -67,3 +67,113 @@ def test_parallel_pixel_envs_start_after_the_parent_rendered(tmp_path):
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT"))
     # no driver before rendering; one after; so the workers are spawned, not forked
     assert line.split()[1:] == ["False", "True", "spawn", "(2,", "240,", "320,", "3)", "True"]
+
+
+def _make_primed_env():
+    from torchrl_lite.data import Unbounded
+    from torchrl_lite.envs import GymEnv, TensorDictPrimer
+
+    # TorchRL v0.4's _make_env: the recurrent state is primed inside each copy
+    env = GymEnv("Pendulum-v1")
+    primer = TensorDictPrimer(
+        random=False, default_value=0, state=Unbounded(shape=(3,)), belief=Unbounded(shape=(4,))
+    )
+    return env.append_transform(primer)
+
+
+def _dreamer_like_policy():
+    """Writes "state" at the root and the next "belief" (belief + 1) under "next", as the
+    script's real-world actor does; the action depends on the observation and belief."""
+    import torch
+    from tensordict.nn import TensorDictModule, TensorDictSequential
+
+    def act(obs, belief):
+        return (obs[..., :1] * 0.5 + belief[..., :1] * 0.1).clamp(-2, 2), obs * 2
+
+    def next_belief(belief):
+        return belief + 1
+
+    return TensorDictSequential(
+        TensorDictModule(act, ["observation", "belief"], ["action", "state"]),
+        TensorDictModule(next_belief, ["belief"], [("next", "belief")]),
+    ), torch
+
+
+@pytest.mark.parametrize("kind", ["SerialEnv", "ParallelEnv"])
+def test_primer_inside_the_copies_carries_the_policy_state(kind):
+    from torchrl_lite.envs import EnvCreator, ParallelEnv, SerialEnv, check_env_specs
+
+    policy, torch = _dreamer_like_policy()
+    cls = {"SerialEnv": SerialEnv, "ParallelEnv": ParallelEnv}[kind]
+    env = cls(2, EnvCreator(_make_primed_env))
+    assert set(env.full_state_spec.keys()) == {"state", "belief"}
+    check_env_specs(env)
+    reset = env.reset()
+    assert (reset["state"] == 0).all() and (reset["belief"] == 0).all()
+    assert reset["belief"].shape == (2, 4)
+    env.set_seed(0)
+    with torch.no_grad():
+        data = env.rollout(5, policy, break_when_any_done=False)
+    env.close()
+    # reference: each copy alone, seeded as the batched env seeds it (seed + i)
+    expected = []
+    for i in range(2):
+        single = _make_primed_env()
+        single.set_seed(i)
+        with torch.no_grad():
+            expected.append(single.rollout(5, policy, break_when_any_done=False))
+    expected = torch.stack(expected)
+    for key in expected.keys(True, True):
+        torch.testing.assert_close(data[key], expected[key], msg=f"{kind}: {key}")
+    # the belief the policy wrote under "next" came back as the next step's input
+    steps = torch.arange(5.0).view(1, 5, 1).expand(2, 5, 4)
+    torch.testing.assert_close(data["belief"], steps)
+    torch.testing.assert_close(data["state"], data["observation"] * 2)
+
+
+def test_slice_sampler_compile_keyword_gives_the_same_samples():
+    import torch
+    from tensordict import TensorDict
+
+    from torchrl_lite.data import LazyTensorStorage, SliceSampler, TensorDictReplayBuffer
+
+    def sample(**kwargs):
+        # the script's sampler: SliceSampler(slice_len=, strict_length=False, traj_key=,
+        # cache_values=True, compile=True)
+        sampler = SliceSampler(
+            slice_len=4, strict_length=False, traj_key="traj", cache_values=True, **kwargs
+        )
+        rb = TensorDictReplayBuffer(storage=LazyTensorStorage(40), sampler=sampler, batch_size=8)
+        rb.extend(TensorDict(traj=torch.arange(30) // 7, x=torch.arange(30.0), batch_size=[30]))
+        torch.manual_seed(5)
+        return rb.sample()["x"], sampler.compile
+
+    plain, flag = sample()
+    assert not flag
+    for value in (True, {"mode": "reduce-overhead"}):
+        compiled, flag = sample(compile=value)
+        assert flag and torch.equal(compiled, plain)
+    with pytest.raises(TypeError, match="compile must be a bool or a dict .* got str"):
+        SliceSampler(slice_len=4, compile="yes")
+
+
+def test_transformed_env_appends_a_plain_function():
+    """The script appends a function (pixels to uint8) to its model-based env."""
+    import torch
+
+    from torchrl_lite.envs import GymEnv, TransformedEnv
+    from torchrl_lite.envs.transforms import Compose
+
+    def double(data):
+        return data.set("doubled", data.get("observation") * 2)
+
+    env = TransformedEnv(GymEnv("Pendulum-v1"))
+    env.append_transform(double)
+    env.insert_transform(0, lambda data: data)
+    td = env.rollout(3)
+    torch.testing.assert_close(td["next", "doubled"], td["next", "observation"] * 2)
+    torch.testing.assert_close(td["doubled"], td["observation"] * 2)  # at reset too
+    compose = Compose()
+    compose.append(double)
+    with pytest.raises(TypeError, match="append expects a Transform, got int"):
+        compose.append(3)

@@ -47,6 +47,10 @@ class SliceSampler(Sampler):
         use_gpu: TorchRL computes the boundaries on a GPU with ``True`` (or a device);
             here they are computed on the CPU, which gives the same samples, and the flag
             is only kept.
+        compile: TorchRL compiles its index computation with ``torch.compile`` when
+            True (or a dict of ``torch.compile`` keyword arguments); the computation
+            here is already vectorised, so the samples are the same and the value is
+            only kept.
 
     Example:
         >>> from tensordict import TensorDict
@@ -70,7 +74,13 @@ class SliceSampler(Sampler):
         truncated_key=("next", "truncated"),
         cache_values: bool = True,
         use_gpu=False,
+        compile: bool | dict = False,
     ) -> None:
+        if not isinstance(compile, (bool, dict)):
+            raise TypeError(
+                f"SliceSampler: compile must be a bool or a dict of torch.compile keyword "
+                f"arguments, got {type(compile).__name__}: {compile!r}"
+            )
         if (num_slices is None) == (slice_len is None):
             raise ValueError("give exactly one of num_slices and slice_len.")
         _check_slice_setting(num_slices=num_slices, slice_len=slice_len)
@@ -84,6 +94,7 @@ class SliceSampler(Sampler):
         self.truncated_key = truncated_key
         self.cache_values = bool(cache_values)
         self.use_gpu = use_gpu
+        self.compile = bool(compile)
         self._cache_key = None
         self._cache = None
 
