@@ -177,3 +177,26 @@ def test_transformed_env_appends_a_plain_function():
     compose.append(double)
     with pytest.raises(TypeError, match="append expects a Transform, got int"):
         compose.append(3)
+
+
+def test_ndim2_storage_smaller_than_one_row_holds_one_row(tmp_path):
+    """The script's CI budget with one env: a [1, 200] batch into LazyMemmapStorage(120,
+    ndim=2); TorchRL allocates ceil(120 / 200) = 1 row, and each batch replaces it."""
+    import torch
+    from tensordict import TensorDict
+
+    from torchrl_lite.data import LazyMemmapStorage, SliceSampler, TensorDictReplayBuffer
+
+    rb = TensorDictReplayBuffer(
+        storage=LazyMemmapStorage(120, scratch_dir=tmp_path, ndim=2),
+        sampler=SliceSampler(slice_len=12, strict_length=False, traj_key="traj"),
+        batch_size=24,
+    )
+    for start in (0.0, 1000.0):
+        x = torch.arange(200.0).view(1, 200) + start
+        rb.extend(TensorDict(x=x, traj=torch.zeros(1, 200, dtype=torch.long), batch_size=[1, 200]))
+        assert len(rb) == 200
+        steps = rb.sample()["x"].view(2, 12)
+        assert (steps.diff(dim=1) == 1).all() and (steps >= start).all()
+    with pytest.raises(ValueError, match="ndim must be at least 1"):
+        LazyMemmapStorage(120, ndim=0)

@@ -157,10 +157,8 @@ class TensorStorage(Storage):
                 f"batch dimensions beyond the first, got batch size {list(template.batch_size)}."
             )
         row_size = math.prod(template.batch_size[: self.ndim - 1])
-        rows = self.max_size // row_size
-        if rows < 1:
-            raise ValueError(f"max_size={self.max_size} cannot hold one row of {row_size} items.")
-        return rows
+        # a row longer than max_size still gets one row, as TorchRL allocates it
+        return max(1, self.max_size // row_size)
 
     # -- contract -----------------------------------------------------------------------
     def __len__(self) -> int:
@@ -174,8 +172,9 @@ class TensorStorage(Storage):
         if self._data is not None:
             return self._rows_cap
         if isinstance(data, torch.Tensor):
-            return self.max_size // math.prod(
-                data.shape[int(batched) : int(batched) + self.ndim - 1]
+            return max(
+                1,
+                self.max_size // math.prod(data.shape[int(batched) : int(batched) + self.ndim - 1]),
             )
         if not isinstance(data, TensorDictBase):
             raise TypeError(
