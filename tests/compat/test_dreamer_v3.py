@@ -20,7 +20,13 @@ from torch import nn
 from torchrl_lite.data import Unbounded
 from torchrl_lite.envs import GymEnv, TensorDictPrimer, TransformedEnv
 from torchrl_lite.envs.model_based.dreamer import DreamerEnv
-from torchrl_lite.modules import DreamerV3MLP, SymExpTwoHot, TanhNormal, WorldModelWrapper
+from torchrl_lite.modules import (
+    DreamerV3MLP,
+    IndependentNormal,
+    SymExpTwoHot,
+    TanhNormal,
+    WorldModelWrapper,
+)
 from torchrl_lite.modules.models.dreamer_v3 import RSSMPosteriorV3, RSSMPriorV3, RSSMRolloutV3
 from torchrl_lite.modules.models.two_hot import (
     straight_through_sample,
@@ -32,6 +38,7 @@ from torchrl_lite.objectives import (
     DreamerV3ModelLoss,
     DreamerV3ValueLoss,
     SoftUpdate,
+    categorical_kl_balanced,
     categorical_kl_terms,
     symexp,
     symlog,
@@ -371,11 +378,13 @@ def test_model_loss_rejects_bad_settings_and_bin_mismatch():
 S, D, A = 4, 8, 1  # state (2 x 2), belief, action
 
 
-def _imagination():
+def _imagination(outscale: float = 1.0):
+    """Imagination env, actor, critic, continuation model and start states; ``outscale``
+    scales the reward and value heads' initial outputs (0: they predict exactly 0)."""
     torch.manual_seed(0)
     prior = RSSMPriorV3(action_shape=(A,), hidden_dim=8, rnn_hidden_dim=D, num_categoricals=2,
                         num_classes=2, action_dim=A, recurrent_model="block_gru", num_blocks=2)  # fmt: skip
-    reward_net = DreamerV3MLP(S + D, 11, depth=1, num_cells=8)
+    reward_net = DreamerV3MLP(S + D, 11, depth=1, num_cells=8, outscale=outscale)
     world = WorldModelWrapper(
         TensorDictSequential(
             TensorDictModule(prior, ["state", "belief", "action"], ["_", "state", "belief"])
@@ -407,7 +416,7 @@ def _imagination():
     )  # fmt: skip
     value = TensorDictSequential(
         TensorDictModule(
-            DreamerV3MLP(S + D, 11, depth=1, num_cells=8),
+            DreamerV3MLP(S + D, 11, depth=1, num_cells=8, outscale=outscale),
             ["state", "belief"],
             ["state_value_logits"],
         ),
@@ -526,3 +535,58 @@ def test_value_loss_gamma_weights_without_discount_weight_and_bad_settings():
         DreamerV3ValueLoss(value, reduction="max")
     with pytest.raises(KeyError, match="wrote no 'state_value_logits'"):
         DreamerV3ValueLoss(value, value_loss="two_hot")(data)
+
+
+def test_balanced_kl_mixes_per_categorical_clamped_terms():
+    q = torch.tensor([[[0.5, 0.5], [0.9, 0.1]]]).log()  # two categoricals
+    p = torch.tensor([[[0.2, 0.8], [0.9, 0.1]]]).log()
+    first = 0.5 * math.log(0.5 / 0.2) + 0.5 * math.log(0.5 / 0.8)  # the second KL is 0
+    expected = (max(first, 0.05) + 0.05) / 2  # each categorical clamped at 0.05, averaged
+    assert categorical_kl_balanced(q, p, alpha=0.8, free_bits=0.05).item() == pytest.approx(
+        expected, rel=1e-5
+    )
+    with pytest.raises(ValueError, match=r"alpha must lie in \[0, 1\] \(paper: 0.8\), got 1.5"):
+        categorical_kl_balanced(q, p, alpha=1.5)
+
+
+def test_actor_entropy_bonus_with_an_analytic_entropy():
+    env, _, value, _, start = _imagination(outscale=0.0)  # zero returns: the bonus alone
+
+    class Actor(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = DreamerV3MLP(S + D, 2 * A, depth=1, num_cells=8)
+
+        def forward(self, state, belief):
+            loc, scale = self.net(state, belief).chunk(2, -1)
+            return loc, 0.5 + torch.sigmoid(scale)
+
+    actor = ProbabilisticTensorDictSequential(
+        TensorDictModule(Actor(), ["state", "belief"], ["loc", "scale"]),
+        ProbabilisticTensorDictModule(in_keys=["loc", "scale"], out_keys=["action"],
+                                      distribution_class=IndependentNormal,
+                                      default_interaction_type=InteractionType.RANDOM),
+    )  # fmt: skip
+    losses = {}
+    for eta in (0.0, 0.1):
+        loss = DreamerV3ActorLoss(actor, value, env, imagination_horizon=3, entropy_bonus=eta)
+        torch.manual_seed(3)  # the same imagined rollout for both
+        out, fake = loss(start)
+        losses[eta] = out["loss_actor"].item()
+    entropy = 0.5 * torch.log(2 * math.pi * math.e * fake["scale"] ** 2).sum(-1, keepdim=True)
+    bonus = (fake["discount_weight"] * entropy).mean().item()
+    assert losses[0.0] == 0.0
+    assert losses[0.1] == pytest.approx(-0.1 * bonus, rel=1e-5)
+    torch.testing.assert_close(fake["discount_weight"][0, :, 0], torch.tensor([1.0, 0.99, 0.99**2]))
+
+
+def test_value_loss_reductions():
+    value = TensorDictModule(nn.Linear(2, 1), ["state"], ["state_value"])
+    data = TensorDict(state=torch.randn(3, 4, 2), lambda_target=torch.randn(3, 4, 1),
+                      discount_weight=torch.rand(3, 4, 1), batch_size=[3, 4])  # fmt: skip
+    none = DreamerV3ValueLoss(value, reduction="none")(data)[0]["loss_value"]
+    assert none.shape == (3, 4)
+    total = DreamerV3ValueLoss(value, reduction="sum")(data)[0]["loss_value"]
+    mean = DreamerV3ValueLoss(value)(data)[0]["loss_value"]
+    torch.testing.assert_close(total, none.sum())
+    torch.testing.assert_close(mean, none.mean())
