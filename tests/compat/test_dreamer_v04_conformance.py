@@ -200,3 +200,45 @@ def test_ndim2_storage_smaller_than_one_row_holds_one_row(tmp_path):
         assert (steps.diff(dim=1) == 1).all() and (steps >= start).all()
     with pytest.raises(ValueError, match="ndim must be at least 1"):
         LazyMemmapStorage(120, ndim=0)
+
+
+def test_replay_buffer_writes_through_the_transform_inverse():
+    """The script stores "pixels_int" only (ExcludeTransform(..., inverse=True) on the
+    way in) and rebuilds float "pixels" from it at each sample."""
+    import torch
+    from tensordict import TensorDict
+
+    from torchrl_lite.data import LazyTensorStorage, TensorDictReplayBuffer
+    from torchrl_lite.envs.transforms import Compose, ExcludeTransform, ToTensorImage
+
+    seen = []
+
+    def check_no_pixels(data):
+        seen.append("pixels" in data.keys())
+        return data
+
+    transform = Compose(
+        ExcludeTransform("pixels", ("next", "pixels"), inverse=True),
+        check_no_pixels,
+        ToTensorImage(in_keys=["pixels_int"], out_keys=["pixels"]),
+    )
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10), transform=transform, batch_size=3)
+    ints = torch.randint(0, 256, (4, 5, 5, 3), dtype=torch.uint8)
+    data = TensorDict(
+        pixels=torch.ones(4, 3, 5, 5),
+        pixels_int=ints,
+        next=TensorDict(pixels=torch.ones(4, 3, 5, 5), batch_size=[4]),
+        batch_size=[4],
+    )
+    rb.extend(data)
+    rb.add(data[0])
+    stored = rb.storage.get(torch.arange(5))
+    assert "pixels" not in stored.keys() and ("next", "pixels") not in stored.keys(True)
+    assert "pixels" in data.keys()  # the caller's data are not changed
+    sample = rb.sample()
+    assert seen == [False]
+    expected = ints.permute(0, 3, 1, 2).float() / 255
+    index = rb.sample(5)  # positions 0-3 hold data[0:4], position 4 data[0]
+    assert sample["pixels"].shape == (3, 3, 5, 5)
+    for row in index["pixels"]:
+        assert any(torch.allclose(row, e) for e in expected)

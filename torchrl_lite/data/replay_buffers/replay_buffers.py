@@ -205,9 +205,15 @@ class ReplayBuffer(BufferDumps):
     def _prepare(self, data):
         return data
 
+    def _inverse(self, data):
+        """``transform.inv(data)`` (what is stored, as in TorchRL); ``data`` when the
+        transform has no inverse (a plain function)."""
+        inv = getattr(self._transform, "inv", None)
+        return data if inv is None else inv(data)
+
     def add(self, data) -> int:
         """Write one item; returns its flat storage position."""
-        data = self._prepare(self._encode(data, batched=False))
+        data = self._prepare(self._encode(self._inverse(data), batched=False))
         with self._lock:
             row = self._writer.add(data)
             index = self._storage.flat_index(torch.tensor([row]))
@@ -228,7 +234,7 @@ class ReplayBuffer(BufferDumps):
         """
         if _num_rows(data) == 0:  # e.g. a post-processor that held every step back
             return torch.empty(0, dtype=torch.long)
-        data = self._prepare(self._encode(data, batched=True))
+        data = self._prepare(self._encode(self._inverse(data), batched=True))
         with self._lock:
             return self._extend(data)[0]
 
@@ -510,7 +516,7 @@ class TensorDictReplayBuffer(ReplayBuffer):
         """
         if _num_rows(data) == 0:  # e.g. a post-processor that held every step back
             return torch.empty(0, dtype=torch.long)
-        data = self._prepare(data)
+        data = self._prepare(self._inverse(data))
         if not self._reads_priorities(data):
             with self._lock:
                 return self._extend(data)[0]
