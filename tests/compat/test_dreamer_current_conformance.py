@@ -391,3 +391,25 @@ def test_memmap_shared_init_and_slice_sampler_use_gpu_are_accepted_with_same_sam
         return rb.sample()["x"]
 
     assert torch.equal(sample(use_gpu=False), sample())
+
+
+def test_a_failed_background_collection_is_logged_at_once_and_raised_at_shutdown(caplog):
+    import logging
+
+    rb = ReplayBuffer(storage=LazyTensorStorage(100))
+    collector = SyncDataCollector(
+        CountingEnv(3, fail_at=6), constant_policy(), frames_per_batch=4, replay_buffer=rb
+    )
+    with caplog.at_level(logging.ERROR, logger="torchrl_lite"):
+        collector.start()
+        deadline = time.monotonic() + 30
+        while collector._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    # the loop waiting on the buffer learns why it stopped filling, before any shutdown
+    assert rb.write_count == 4
+    assert any(
+        "background collection stopped" in r.getMessage() and "boom at step 6" in r.getMessage()
+        for r in caplog.records
+    )
+    with pytest.raises(RuntimeError, match="background collection failed: ValueError: boom"):
+        collector.async_shutdown()

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from tensordict import TensorDictBase
 
+from torchrl_lite._utils import logger
 from torchrl_lite.collectors._args import check_int
 from torchrl_lite.collectors._trajs import TrajectoryAssembler, check_traj_options
 from torchrl_lite.collectors._version import VersionTracking
@@ -182,9 +183,16 @@ class DataCollectorBase(VersionTracking):
             for _ in self.iterator():
                 if self._stop.is_set():
                     break
-        except Exception as err:  # kept for async_shutdown to raise
+        except Exception as err:  # kept for async_shutdown to raise, and logged now: the
+            # training loop may be waiting for the buffer to fill
             self._failure = f"{type(err).__name__}: {err}"
             self._background_error = err
+            logger.error(
+                "%s: background collection stopped (async_shutdown() raises it): %s",
+                type(self).__name__,
+                self._failure,
+                exc_info=err,
+            )
 
     def async_shutdown(self, timeout: float | None = None) -> None:
         """Stop the background collection started by ``start()``, then shut down."""
