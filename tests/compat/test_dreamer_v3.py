@@ -590,3 +590,54 @@ def test_value_loss_reductions():
     mean = DreamerV3ValueLoss(value)(data)[0]["loss_value"]
     torch.testing.assert_close(total, none.sum())
     torch.testing.assert_close(mean, none.mean())
+
+
+def test_script_world_model_chain_trains_every_part_on_env_data():
+    """TorchRL's script's world model: symlog encoder, RSSM rollout, symexp decoder, two-hot
+    reward head and continuation head in one TensorDictSequential, on real env steps."""
+    torch.manual_seed(0)
+    env = GymEnv("Pendulum-v1")
+    data = torch.stack([env.rollout(4), env.rollout(4)])  # [2, 4]
+    data = data.select(
+        "action", ("next", "observation"), ("next", "reward"), ("next", "terminated")
+    )
+    data.set("is_init", torch.zeros(2, 4, 1, dtype=torch.bool))
+    data.set("state", torch.zeros(2, 4, S))
+    data.set("belief", torch.zeros(2, 4, D))
+    encoder = DreamerV3MLP(3, 5, depth=1, num_cells=8)
+    prior, post = (
+        RSSMPriorV3(action_shape=(A,), hidden_dim=8, rnn_hidden_dim=D, num_categoricals=2,
+                    num_classes=2, action_dim=A, recurrent_model="block_gru", num_blocks=2),
+        RSSMPosteriorV3(hidden_dim=8, num_categoricals=2, num_classes=2, rnn_hidden_dim=D,
+                        obs_embed_dim=5, use_rms_norm=True),
+    )  # fmt: skip
+    world = TensorDictSequential(
+        TensorDictModule(symlog, [("next", "observation")], [("next", "symlog_obs")]),
+        TensorDictModule(encoder, [("next", "symlog_obs")], [("next", "encoded_latents")]),
+        RSSMRolloutV3(
+            TensorDictModule(prior, ["state", "belief", "action"],
+                             [("next", "prior_logits"), ("next", "state"), ("next", "belief")]),
+            TensorDictModule(post, [("next", "belief"), ("next", "encoded_latents")],
+                             [("next", "posterior_logits"), ("next", "state")]),
+        ),
+        TensorDictModule(DreamerV3MLP(S + D, 3, depth=1, num_cells=8),
+                         [("next", "state"), ("next", "belief")], [("next", "reco_symlog")]),
+        TensorDictModule(symexp, [("next", "reco_symlog")], [("next", "reco_pixels")]),
+        TensorDictModule(DreamerV3MLP(S + D, 11, depth=1, num_cells=8, outscale=0.0),
+                         [("next", "state"), ("next", "belief")], [("next", "reward_logits")]),
+        TensorDictModule(SymExpTwoHot(11), [("next", "reward_logits")], [("next", "reward")]),
+        TensorDictModule(DreamerV3MLP(S + D, 1, depth=1, num_cells=8),
+                         [("next", "state"), ("next", "belief")], [("next", "continue_pred")]),
+    )  # fmt: skip
+    loss = DreamerV3ModelLoss(world, num_reward_bins=11, kl_mode="separate", unimix=0.01,
+                              lambda_continue=1.0, continue_target_scale=1 - 1 / 333)  # fmt: skip
+    loss.set_keys(pixels="observation")
+    out, model_out = loss(data)
+    assert set(out.keys()) == {"loss_model_dynamic", "loss_model_representation",
+                               "loss_model_reco", "loss_model_reward", "loss_model_continue"}  # fmt: skip
+    assert out["loss_model_reward"].item() == pytest.approx(math.log(11), rel=1e-5)  # zero head
+    sum(out.values()).sum().backward()
+    untrained = [n for n, p in world.named_parameters() if p.grad is None]
+    assert not untrained, f"no gradient reached {untrained}"
+    assert model_out["next", "state"].shape == (2, 4, S)
+    torch.testing.assert_close(model_out["next", "true_reward"], data["next", "reward"])
