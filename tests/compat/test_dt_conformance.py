@@ -291,14 +291,14 @@ def test_acting_model_sees_fixed_windows_and_runs_old_context_once():
     windows, rows = [], []
     net.register_forward_hook(lambda m, args, out: windows.append(tuple(args[0].shape)))
     ff = net.transformer.net.blocks.layers[0].linear1
-    ff.register_forward_hook(lambda m, args, out: rows.append(tuple(args[0].shape[:2])))
+    ff.register_forward_hook(lambda m, args, out: rows.append(tuple(args[0].shape)))
     env.set_seed(0)
     with torch.no_grad(), set_exploration_type(ExplorationType.MODE):
         td = env.rollout(3 * steps, policy, break_when_any_done=False)
     assert td.shape == (n, 3 * steps)
     assert windows == [(n, steps, 3)] * (3 * steps)
-    # per step: the shared tokens once ([1, L]), then each env's own tokens ([n, 3T - L])
-    assert len(rows) == 2 * 3 * steps
-    for shared, own in zip(rows[::2], rows[1::2]):
-        assert shared[0] == 1 and shared[1] >= 3 * (steps - ctx)
-        assert own == (n, 3 * steps - shared[1])
+    # one pass per step over at most the shared old context once plus each env's last
+    # ctx steps (3 tokens a step), where running every env's window would be n * 3T rows
+    assert len(rows) == 3 * steps
+    limit = 3 * (steps - ctx) + n * 3 * ctx
+    assert all(r[0] <= limit < n * 3 * steps for r in rows), rows

@@ -34,30 +34,27 @@ def _split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     return x.reshape(n, size, heads, hidden // heads).transpose(1, 2)  # [N, heads, S, d]
 
 
+def _split_qkv(qkv: torch.Tensor, heads: int):
+    """Queries, keys, values ``[N, heads, S, d]`` from a packed projection ``[N, S, 3H]``."""
+    return tuple(_split_heads(t, heads) for t in qkv.chunk(3, dim=-1))
+
+
 def _merge_heads(x: torch.Tensor) -> torch.Tensor:
     n, heads, size, d = x.shape
-    return x.transpose(1, 2).reshape(n, size, heads * d)  # [N, S, H]
-
-
-def _project(layer: nn.TransformerEncoderLayer, x: torch.Tensor):
-    """Queries, keys and values ``[N, heads, S, d]`` of the pre-normed tokens ``x``."""
-    attn = layer.self_attn
-    q, k, v = F.linear(layer.norm1(x), attn.in_proj_weight, attn.in_proj_bias).chunk(3, dim=-1)
-    return tuple(_split_heads(t, attn.num_heads) for t in (q, k, v))
-
-
-def _finish(layer: nn.TransformerEncoderLayer, x: torch.Tensor, attended: torch.Tensor):
-    """Residual attention output, then the residual feed-forward block (pre-norm)."""
-    x = x + layer.self_attn.out_proj(_merge_heads(attended))
-    return x + layer.linear2(layer.activation(layer.linear1(layer.norm2(x))))
+    return x.transpose(1, 2).reshape(n * size, heads * d)  # [N * S, H]
 
 
 def blocks_with_shared_prefix(
     blocks: nn.TransformerEncoder, tokens: torch.Tensor, shared: int
 ) -> torch.Tensor:
     """The causal ``blocks`` over ``tokens [N, S, H]`` whose first ``shared`` tokens are
-    equal in every row: those run for row 0 only. Pre-norm layers, eval mode."""
-    n, size, _ = tokens.shape
+    equal in every row: those run for row 0 only. Pre-norm layers, eval mode.
+
+    The rows computed (the ``L`` shared tokens, then each row's ``S - L`` own tokens) sit
+    in one ``[L + N * (S - L), H]`` matrix, so every layer's norms, projections and
+    feed-forward are one call each; only the attention splits them.
+    """
+    n, size, hidden = tokens.shape
     if not 0 < shared < size:
         raise ValueError(f"blocks_with_shared_prefix: shared must be in [1, {size}), got {shared}.")
     if (
@@ -69,16 +66,24 @@ def blocks_with_shared_prefix(
             "blocks_with_shared_prefix: needs pre-norm layers (norm_first=True), no final "
             "encoder norm, and eval mode (call .eval(); dropout must be off)."
         )
-    head, tail = tokens[:1, :shared], tokens[:, shared:]  # [1, L, H], [N, S - L, H]
-    # tail query i (position shared + i) sees every key up to its own position
-    seen = torch.ones(size - shared, size, dtype=torch.bool, device=tokens.device)
-    seen = seen.tril(diagonal=shared)  # [S - L, S]
+    own = size - shared
+    x = torch.cat([tokens[0, :shared], tokens[:, shared:].reshape(n * own, hidden)])
+    # a row's own query i (position shared + i) sees every key up to its own position
+    seen = torch.ones(own, size, dtype=torch.bool, device=tokens.device).tril(shared)  # [S-L, S]
     for layer in blocks.layers:
-        qh, kh, vh = _project(layer, head)
-        qt, kt, vt = _project(layer, tail)
+        attn = layer.self_attn
+        qkv = F.linear(layer.norm1(x), attn.in_proj_weight, attn.in_proj_bias)  # [R, 3H]
+        qh, kh, vh = _split_qkv(qkv[None, :shared], attn.num_heads)
+        qt, kt, vt = _split_qkv(qkv[shared:].reshape(n, own, 3 * hidden), attn.num_heads)
         keys = torch.cat([kh.expand(n, -1, -1, -1), kt], dim=2)  # [N, heads, S, d]
         values = torch.cat([vh.expand(n, -1, -1, -1), vt], dim=2)
-        head_out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)
-        tail_out = F.scaled_dot_product_attention(qt, keys, values, attn_mask=seen)
-        head, tail = _finish(layer, head, head_out), _finish(layer, tail, tail_out)
-    return torch.cat([head.expand(n, -1, -1), tail], dim=1)  # [N, S, H]
+        attended = torch.cat(
+            [
+                _merge_heads(F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)),
+                _merge_heads(F.scaled_dot_product_attention(qt, keys, values, attn_mask=seen)),
+            ]
+        )  # [R, H]
+        x = x + attn.out_proj(attended)
+        x = x + layer.linear2(layer.activation(layer.linear1(layer.norm2(x))))
+    head = x[:shared].expand(n, shared, hidden)
+    return torch.cat([head, x[shared:].reshape(n, own, hidden)], dim=1)  # [N, S, H]
