@@ -121,15 +121,16 @@ def test_insert_transform_index_out_of_range():
 
 def test_insert_transform_not_a_transform():
     env = TransformedEnv(CountingEnv(), StepCounter())
-    with pytest.raises(TypeError, match="expects a Transform, got function"):
-        env.insert_transform(0, lambda td: td)
+    # a plain function is a transform, wrapped as in TorchRL (its v0.4 dreamer appends one)
+    env.insert_transform(0, lambda td: td)
+    assert type(env.transform[0]).__name__ == "FunctionTransform"
     with pytest.raises(TypeError, match="expects a Transform, got str"):
         env.append_transform("StepCounter")
     with pytest.raises(TypeError, match="Transform or Compose, got int"):
         TransformedEnv(CountingEnv(), 3)
     with pytest.raises(TypeError, match="expects an EnvBase, got str"):
         TransformedEnv("CartPole-v1", StepCounter())
-    assert len(env.transform) == 1
+    assert len(env.transform) == 2
 
 
 def test_transform_with_in_keys_missing_from_specs():
