@@ -519,9 +519,9 @@ class Compose(Transform):
 class FunctionTransform(Transform):
     """A plain function ``TensorDict -> TensorDict`` used as a transform.
 
-    TorchRL's ``Compose(...)`` takes any callable among its transforms (e.g. a replay
-    buffer's ``Compose(functools.partial(move, device=...))``); it is wrapped in this
-    class. The function gets each reset output, each
+    TorchRL's ``Compose(...)``, ``append_transform`` and ``insert_transform`` take any
+    callable (e.g. a replay buffer's ``Compose(functools.partial(move, device=...))``);
+    it is wrapped in this class. The function gets each reset output, each
     step's ``"next"`` entries and what ``forward`` is given (a stored batch, a sample);
     what it returns replaces them (``None``: the same TensorDict, changed in place).
     It declares no keys, so the specs are unchanged, and actions pass through.
