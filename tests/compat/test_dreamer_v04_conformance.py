@@ -7,6 +7,7 @@ and ``make_env`` appends ``TensorDictPrimer(state=..., belief=...)`` to each cop
 """
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -49,18 +50,24 @@ def test_parallel_pixel_envs_start_after_the_parent_rendered(tmp_path):
     script = tmp_path / "pixel_workers.py"
     script.write_text(_PIXEL_WORKERS)
     env = {**os.environ, "MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl", "PYTHONPATH": str(ROOT)}
+    # its own process group: workers stuck in the GL driver are killed with it on a timeout
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        out = subprocess.run(
-            [sys.executable, str(script)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
+        stdout, stderr = proc.communicate(timeout=240)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         pytest.fail(
             "ParallelEnv of pixel envs did not start within 240 s (forked after rendering?)"
         )
+    out = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     if "MUJOCO_GL=egl" in out.stderr and "ImportError" in out.stderr:
         pytest.skip("EGL rendering is not available here")
     assert out.returncode == 0, out.stderr[-3000:]
