@@ -302,3 +302,33 @@ def test_acting_model_sees_fixed_windows_and_runs_old_context_once():
     assert len(rows) == 3 * steps
     limit = 3 * (steps - ctx) + n * 3 * ctx
     assert all(r[0] <= limit < n * 3 * steps for r in rows), rows
+
+
+def test_tanh_delta_safe_keeps_saturated_actions_inside_the_bounds():
+    from torchrl_lite.modules import TanhDelta
+
+    param = torch.tensor([[0.3, 50.0, -50.0]])
+    high = torch.tensor([2.0, 2.0, 2.0])
+    plain = TanhDelta(param, low=-high, high=high).mode
+    safe = TanhDelta(param, low=-high, high=high, safe=True).mode
+    assert plain[0, 1:].tolist() == [2.0, -2.0]  # the plain tanh reaches the bounds
+    assert bool((safe.abs() < 2.0).all())  # the safe one stays strictly inside
+    torch.testing.assert_close(safe, 2.0 * torch.tanh(param), atol=1e-5, rtol=0.0)
+
+
+def test_dt_loss_accepts_the_device_keyword_of_current_scripts():
+    from tensordict.nn import TensorDictModule
+
+    from torchrl_lite.objectives import DTLoss
+
+    actor = TensorDictModule(torch.nn.Linear(3, 2), ["observation"], ["action"])
+    batch = TensorDict(observation=torch.randn(4, 5, 3), action_cat=torch.randn(4, 5, 2),
+                       batch_size=[4, 5])  # fmt: skip
+    losses = []
+    for device in (None, "cpu"):
+        loss = DTLoss(actor, loss_function="l2", device=device)
+        loss.set_keys(action_target="action_cat")
+        losses.append(loss(batch)["loss"])
+    expected = (actor(batch.clone())["action"] - batch["action_cat"]).pow(2).mean()
+    torch.testing.assert_close(losses[0], expected)
+    torch.testing.assert_close(losses[1], expected)

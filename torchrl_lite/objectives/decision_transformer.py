@@ -203,6 +203,8 @@ class DTLoss(LossModule):
             the predicted actions.
         loss_function: ``"l2"`` (the paper's mean squared error), ``"l1"`` or
             ``"smooth_l1"``.
+        device: accepted as TorchRL's scripts pass it; the loss uses the actor's own
+            parameters where they are (TorchRL ignores it too).
 
     Example:
         >>> from torchrl_lite.modules import Actor
@@ -215,7 +217,7 @@ class DTLoss(LossModule):
 
     _AcceptedKeys = _DTKeys
 
-    def __init__(self, actor_network, *, loss_function: str = "l2"):
+    def __init__(self, actor_network, *, loss_function: str = "l2", device=None):
         super().__init__()
         _check_actor(actor_network, "DTLoss", needs_dist=False)
         self.register_network("actor_network", actor_network)

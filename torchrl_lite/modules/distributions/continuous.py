@@ -380,6 +380,9 @@ class TanhDelta(Delta):
         rtol: relative tolerance of ``log_prob``'s equality test.
         min: the seed-era name of ``low`` (TorchRL <= 0.4); give one of them.
         max: the seed-era name of ``high``.
+        safe: keep a saturated tanh one float resolution inside ``(-1, 1)`` (TorchRL's
+            safe tanh, its default), so the action stays strictly inside the bounds.
+            Default False here: the plain tanh, which reaches the bounds (as before).
 
     Example:
         >>> dist = TanhDelta(torch.tensor([[0.0, 100.0]]), low=-2.0, high=2.0)
@@ -400,10 +403,12 @@ class TanhDelta(Delta):
         *,
         min: float | torch.Tensor | None = None,  # TorchRL <= 0.4 keyword
         max: float | torch.Tensor | None = None,
+        safe: bool = False,
     ):
         low, high = _low_high("TanhDelta", low, high, {"min": min, "max": max})
         self._bounds = _bounds(low, high, param)
-        value = torch.tanh(param) * self._bounds.half + self._bounds.center
+        squashed = SafeTanhTransform()(param) if safe else torch.tanh(param)
+        value = squashed * self._bounds.half + self._bounds.center
         split = value.dim() - (event_dims if event_dims < value.dim() else value.dim())
         super().__init__(
             value,
