@@ -332,3 +332,26 @@ def test_dt_loss_accepts_the_device_keyword_of_current_scripts():
     expected = (actor(batch.clone())["action"] - batch["action_cat"]).pow(2).mean()
     torch.testing.assert_close(losses[0], expected)
     torch.testing.assert_close(losses[1], expected)
+
+
+def test_dt_actor_drops_out_like_gpt2_not_inside_the_mlp():
+    """GPT-2 (TorchRL's DT backbone) applies dropout to each residual branch's output, not
+    to the MLP's hidden units: in training, the second MLP layer reads exactly the
+    activation of the first one's output."""
+    from torchrl_lite.modules import OnlineDTActor
+
+    torch.manual_seed(0)
+    config = dict(CONFIG, n_layer=2, resid_pdrop=0.5, attn_pdrop=0.5)
+    actor = OnlineDTActor(4, 2, config).train()
+    seen = {}
+    for i, layer in enumerate(actor.transformer.net.blocks.layers):
+        layer.linear1.register_forward_hook(lambda m, a, out, i=i: seen.update({(i, 1): out}))
+        layer.linear2.register_forward_hook(lambda m, a, out, i=i: seen.update({(i, 2): a[0]}))
+    loc, _ = actor(torch.randn(3, 10, 4), torch.randn(3, 10, 2), torch.randn(3, 10, 1))
+    for i in range(2):
+        torch.testing.assert_close(seen[(i, 2)], torch.relu(seen[(i, 1)]))
+    # dropout is still on elsewhere: two training passes differ, two eval passes agree
+    x = torch.randn(3, 10, 4), torch.randn(3, 10, 2), torch.randn(3, 10, 1)
+    assert not torch.allclose(actor(*x)[0], actor(*x)[0])
+    actor.eval()
+    torch.testing.assert_close(actor(*x)[0], actor(*x)[0])

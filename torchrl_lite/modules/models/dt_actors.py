@@ -56,7 +56,8 @@ def _config(transformer_config) -> DTConfig:
 
 
 class _WindowTransformer(nn.Module):
-    """The decision transformer over whole windows (timestep = position, nothing masked)."""
+    """The decision transformer over whole windows (timestep = position, nothing masked),
+    with GPT-2's dropout sites (embeddings, attention weights, each residual branch)."""
 
     def __init__(self, state_dim: int, action_dim: int, config: DTConfig, device=None):
         super().__init__()
@@ -73,6 +74,8 @@ class _WindowTransformer(nn.Module):
             n_inner=config.n_inner,
             activation=config.activation,
         ).to(device)
+        for layer in self.net.blocks.layers:  # as GPT-2: the MLP drops its output, not
+            layer.dropout = nn.Identity()  # its hidden units (also ~15% of a train step)
 
     def forward(self, observation, action, return_to_go) -> torch.Tensor:
         steps = observation.shape[-2]
