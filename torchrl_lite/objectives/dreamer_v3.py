@@ -281,7 +281,6 @@ class DreamerV3ActorLoss(LossModule):
         reward: str | tuple = "reward"
         value: str | tuple = "state_value"
         action: str | tuple = "action"
-        action_log_prob: str | tuple = "action_log_prob"
         done: str | tuple = "done"
         terminated: str | tuple = "terminated"
         continuation: str | tuple = "continuation"
@@ -486,10 +485,6 @@ class DreamerV3ValueLoss(LossModule):
         value: str | tuple = "state_value"
         value_logits: str | tuple = "state_value_logits"
         discount_weight: str | tuple = "discount_weight"
-        reward: str | tuple = "reward"
-        done: str | tuple = "done"
-        terminated: str | tuple = "terminated"
-        bootstrap: str | tuple = "bootstrap"
 
     def __init__(self, value_model, value_loss: str = "symlog_mse", discount_loss: bool = True,
                  gamma: float = 0.99, num_value_bins: int = 255, actor_loss=None,
