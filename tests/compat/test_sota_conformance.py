@@ -179,10 +179,49 @@ def test_collector_compile_policy_false_and_cudagraph_refused():
     )
     assert next(iter(collector)).batch_size == (8,)
     collector.shutdown()
-    with pytest.raises(ValueError, match="cudagraph_policy"):
-        Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=8, cudagraph_policy=True)
+    with pytest.raises(TypeError, match="cudagraph_policy must be"):
+        Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=8, cudagraph_policy="yes")
     with pytest.raises(TypeError, match="compile_policy must be"):
         Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=8, compile_policy="yes")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU-only behaviour")
+def test_collector_cudagraph_policy_without_cuda_runs_the_policy_as_it_is():
+    """TorchRL's CUDA-graph wrapper passes calls through on a machine without CUDA (with a
+    warning); so does ours: the batch equals one collected with cudagraph_policy=False."""
+    from tensordict.nn import TensorDictModule
+
+    from torchrl_lite.collectors import Collector
+    from torchrl_lite.envs import GymEnv
+
+    policy = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["action"])
+    batches = []
+    for option in (False, True, {"warmup": 5}):
+        env = GymEnv("Pendulum-v1")
+        env.set_seed(3)
+        if option:
+            with pytest.warns(UserWarning, match="without CUDA: the policy runs as it is"):
+                collector = Collector(env, policy, frames_per_batch=8, total_frames=8,
+                                      cudagraph_policy=option)  # fmt: skip
+        else:
+            collector = Collector(env, policy, frames_per_batch=8, total_frames=8)
+        batches.append(next(iter(collector)))
+        collector.shutdown()
+    for batch in batches[1:]:
+        torch.testing.assert_close(batch["action"], batches[0]["action"])
+        torch.testing.assert_close(batch["next", "observation"], batches[0]["next", "observation"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_collector_cudagraph_policy_on_cuda_is_refused():
+    from tensordict.nn import TensorDictModule
+
+    from torchrl_lite.collectors import Collector
+    from torchrl_lite.envs import GymEnv
+
+    policy = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["action"])
+    with pytest.raises(ValueError, match="not supported by torchrl_lite's collectors on a CUDA"):
+        Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=8, cudagraph_policy=True)
 
 
 # -- EnvBase.specs ----------------------------------------------------------------------------

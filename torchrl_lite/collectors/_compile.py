@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+
+import torch
 from torch import nn
 
 
@@ -12,13 +15,12 @@ def compile_policy_in_place(policy, compile_policy, cudagraph_policy, owner: str
     (``"warmup"`` is accepted and ignored: compilation happens on the first call). The
     module is compiled in place (``nn.Module.compile``), so its parameters, its
     ``state_dict`` and weight updates stay those of the policy given.
-    ``cudagraph_policy``: only False/None; CUDA graphs are not supported here.
+    ``cudagraph_policy``: False/None, or True or a dict of options on a machine without
+    CUDA, where TorchRL's CUDA-graph wrapper runs the policy as it is: so does this one,
+    with a warning. Where CUDA is available it raises: CUDA graphs are not supported here.
     """
     if cudagraph_policy:
-        raise ValueError(
-            f"{owner}: cudagraph_policy={cudagraph_policy!r} is not supported by torchrl_lite's "
-            "collectors; pass cudagraph_policy=False (compile_policy= is supported)."
-        )
+        _check_cudagraph(cudagraph_policy, owner)
     if not compile_policy:
         return policy
     if compile_policy is True:
@@ -37,3 +39,23 @@ def compile_policy_in_place(policy, compile_policy, cudagraph_policy, owner: str
         )
     policy.compile(**options)
     return policy
+
+
+def _check_cudagraph(cudagraph_policy, owner: str) -> None:
+    if cudagraph_policy is not True and not isinstance(cudagraph_policy, dict):
+        raise TypeError(
+            f"{owner}: cudagraph_policy must be False, True or a dict of options (e.g. "
+            f"{{'warmup': 5}}), got {cudagraph_policy!r}."
+        )
+    if torch.cuda.is_available():
+        raise ValueError(
+            f"{owner}: cudagraph_policy={cudagraph_policy!r} is not supported by torchrl_lite's "
+            "collectors on a CUDA machine; pass cudagraph_policy=False (compile_policy= is "
+            "supported)."
+        )
+    warnings.warn(
+        f"{owner}: cudagraph_policy={cudagraph_policy!r} on a machine without CUDA: the "
+        "policy runs as it is (as TorchRL's CUDA-graph wrapper does without CUDA).",
+        UserWarning,
+        stacklevel=4,
+    )

@@ -109,7 +109,8 @@ class SyncDataCollector(DataCollectorBase, metaclass=BackendDispatch):
             dims) instead of yielding it; the iterator then yields ``None``.
         compile_policy: False, True or ``torch.compile`` options: compile the policy
             module in place (its weights stay shared).
-        cudagraph_policy: must be False (CUDA graphs are not supported).
+        cudagraph_policy: False; True (or a dict of options) only without CUDA, where the
+            policy runs as it is, with a warning (as TorchRL's wrapper does there).
         trust_policy: TorchRL's switch to skip wrapping the policy; accepted (a policy is
             used as given here).
         update_at_each_batch: call ``update_policy_weights_()`` before each batch.

@@ -124,7 +124,8 @@ class _MultiDataCollector(DataCollectorBase):
         track_policy_version=False,
     ):
         owner = type(self).__name__
-        compile_policy_in_place(None, False, cudagraph_policy, owner)  # refused early
+        # checked here (a warning without CUDA); the workers run the policy as it is
+        compile_policy_in_place(None, False, cudagraph_policy, owner)
         # this process's tracker; each worker stamps frames with its own (``_version.py``)
         self.policy_version_tracker = make_tracker(track_policy_version, owner)
         self._update_at_each_batch = bool(update_at_each_batch)
