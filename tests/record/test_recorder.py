@@ -11,7 +11,6 @@ from torchrl_lite.envs import (
     SerialEnv,
     ToTensorImage,
     TransformedEnv,
-    check_env_specs,
 )
 from torchrl_lite.record import CSVLogger, VideoRecorder
 
@@ -143,12 +142,12 @@ def test_video_recorder_bad_input(tmp_path):
         VideoRecorder(None, "v", in_keys=["pixels", "image"])
     with pytest.raises(TypeError, match="log_video"):
         VideoRecorder(object(), "v")
-    # an absent frame key: the recorder is skipped (as in TorchRL), with a warning, and
-    # check_env_specs names it
-    with pytest.warns(UserWarning, match="'image'.*skipped"):
+    # an absent frame key: a warning naming it; the recorder records only steps that carry
+    # it (as in TorchRL): none here
+    with pytest.warns(UserWarning, match="'image' is not in the specs.*check the key"):
         env = _cartpole(VideoRecorder(None, "v", in_keys=["image"]))
-    with pytest.raises(ValueError, match="VideoRecorder.*'image'"):
-        check_env_specs(env)
+    env.rollout(3)
+    assert env.transform[-1].obs == []
     recorder = VideoRecorder(None, "v")
     with pytest.raises(ValueError, match="\\[H, W, C\\]"):
         recorder(TensorDict({"pixels": torch.zeros(2, 8, dtype=torch.uint8)}, [2]))
@@ -170,3 +169,32 @@ def test_recorder_dump_through_the_env_transform(tmp_path):
     env.transform.dump()  # TorchRL style: Compose.dump reaches the recorder
     assert env.transform[0].frames is None or len(env.transform[0].frames) == 0
     assert list((tmp_path / "exp" / "videos").iterdir())
+
+
+def test_recorder_of_an_entry_no_spec_declares_records_the_steps_that_carry_it():
+    """TorchRL's v0.4 Dreamer records ``"reco_pixels"``, which a decoder transform writes
+    without declaring it in any spec: the recorder warns once and records what it finds,
+    frame for frame the entry the steps carry."""
+    from torchrl_lite.envs import PendulumEnv, TransformedEnv
+    from torchrl_lite.envs.transforms import Compose, Transform
+
+    class Picture(Transform):  # writes an undeclared [4, 4] uint8 entry from the angle
+        def _call(self, td):
+            level = (td["observation"][..., 0] * 100 + 128).to(torch.uint8)
+            td.set("reco", level[..., None, None].expand(*level.shape, 4, 4).clone())
+            return td
+
+    recorder_key = "reco"
+    with pytest.warns(UserWarning, match="'reco' is not in the specs.*records that entry"):
+        env = TransformedEnv(
+            PendulumEnv(seed=0),
+            Compose(
+                Picture(in_keys=["observation"]), VideoRecorder(None, "v", in_keys=[recorder_key])
+            ),
+        )
+    rollout = env.rollout(5)
+    recorder = env.transform[-1]
+    frames = torch.stack(recorder.obs)  # [T, 1, 4, 4]
+    expected = rollout["next", "reco"]  # the steps' frames (the reset frame is not written)
+    assert frames.shape[0] in (5, 6)
+    torch.testing.assert_close(frames[-5:, 0], expected)

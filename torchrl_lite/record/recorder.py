@@ -8,11 +8,13 @@ The data passing through is left unchanged.
 from __future__ import annotations
 
 import copy
+import warnings
 
 import torch
 from tensordict import TensorDictBase
 
 from torchrl_lite import _keys as K
+from torchrl_lite.envs.transforms._utils import AbsentKeyError
 from torchrl_lite.envs.transforms.transforms import Transform, _reset_mask, td_get
 from torchrl_lite.record.loggers.common import _channels_first, make_grid
 
@@ -91,6 +93,20 @@ class VideoRecorder(Transform):
         self.iter = 0  # number of dumps: the default step of the next video
         self.count = 0  # frames seen since the last dump (recorded or skipped)
         self.obs: list[torch.Tensor] = []  # recorded frames, uint8 [C, H, W] on the CPU
+
+    def _attach(self, specs) -> None:
+        # an entry no spec declares (e.g. the frames a DreamerDecoder writes from a world
+        # model's latent state) is recorded from the steps that carry it, as in TorchRL
+        try:
+            super()._attach(specs)
+        except AbsentKeyError as err:
+            warnings.warn(
+                f"VideoRecorder: {self.in_keys[0]!r} is not in the specs of the env it "
+                "transforms; it records that entry from the steps that carry it (as TorchRL) "
+                f"and nothing otherwise: check the key if that is a typo. {err.args[0]}",
+                UserWarning,
+                stacklevel=2,
+            )
 
     # -- recording ---------------------------------------------------------------------
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
