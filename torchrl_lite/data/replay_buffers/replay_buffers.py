@@ -206,8 +206,7 @@ class ReplayBuffer(BufferDumps):
         return data
 
     def _inverse(self, data):
-        """``transform.inv(data)`` (what is stored, as in TorchRL); ``data`` when the
-        transform has no inverse (a plain function)."""
+        """What is stored: ``transform.inv(data)``, as in TorchRL (a plain function: data)."""
         inv = getattr(self._transform, "inv", None)
         return data if inv is None else inv(data)
 
