@@ -101,9 +101,8 @@ class VideoRecorder(Transform):
             super()._attach(specs)
         except AbsentKeyError as err:
             warnings.warn(
-                f"VideoRecorder: {self.in_keys[0]!r} is not in the specs of the env it "
-                "transforms; it records that entry from the steps that carry it (as TorchRL) "
-                f"and nothing otherwise: check the key if that is a typo. {err.args[0]}",
+                f"{err.args[0]} It records that entry from the steps that carry it (as "
+                "TorchRL) and nothing otherwise: check the key if that is a typo.",
                 UserWarning,
                 stacklevel=2,
             )
