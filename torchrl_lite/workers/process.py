@@ -15,7 +15,9 @@ import multiprocessing
 import os
 import pickle
 import signal
+import sys
 import time
+import warnings
 
 import torch
 
@@ -27,6 +29,7 @@ __all__ = [
     "start_method",
     "start_worker",
     "stop_processes",
+    "unguarded_main",
 ]
 
 
@@ -37,8 +40,22 @@ def start_method(method: str | None, owner: str) -> str:
     available = multiprocessing.get_all_start_methods()
     if method is None:
         cuda_started = torch.cuda.is_available() and torch.cuda.is_initialized()
-        safe = "fork" in available and not cuda_started and not gl_started()
-        return "fork" if safe else "spawn"
+        if "fork" not in available or cuda_started:
+            return "spawn"
+        if not gl_started():
+            return "fork"
+        if unguarded_main():  # a spawned child would run the script again
+            warnings.warn(
+                f"{owner}: an OpenGL driver has started in this process, and the workers "
+                'are built by a script\'s top-level code (no `if __name__ == "__main__":` '
+                "guard), which a spawned worker would run again: they are forked. A forked "
+                "worker that renders with OpenGL waits forever; put the script's code under "
+                "the guard to have them spawned.",
+                UserWarning,
+                stacklevel=3,
+            )
+            return "fork"
+        return "spawn"
     if method not in available:
         raise ValueError(f"{owner}: mp_start_method must be one of {available}, got {method!r}")
     return method
@@ -77,6 +94,46 @@ def gl_started() -> bool:
     except OSError:
         return False
     return any(lib in maps for lib in _GL_LIBRARIES)
+
+
+def unguarded_main() -> bool:
+    """Whether the caller runs inside a script's top-level code outside an ``if __name__ ==
+    "__main__":`` block: a ``spawn`` child imports the script again (as ``__mp_main__``)
+    and would run that code again, so such workers can only be forked. False in a
+    notebook or an interactive session (no script file) and under ``python -m``."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or getattr(main, "__spec__", None) is not None:
+        return False
+    frame = sys._getframe(1)
+    while frame is not None and not (
+        frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)
+    ):
+        frame = frame.f_back
+    if frame is None:
+        return False  # not called from the script's top-level code
+    return not _in_main_guard(path, frame.f_lineno)
+
+
+def _in_main_guard(path: str, line: int) -> bool:
+    import ast
+
+    try:
+        with open(path) as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return True  # unreadable: assume the usual guarded script
+    for node in tree.body:
+        test = getattr(node, "test", None)
+        if (
+            isinstance(node, ast.If)
+            and isinstance(test, ast.Compare)
+            and isinstance(test.left, ast.Name)
+            and test.left.id == "__name__"
+            and node.lineno <= line <= node.end_lineno
+        ):
+            return True
+    return False
 
 
 class CloudPickled:
