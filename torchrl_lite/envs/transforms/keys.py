@@ -62,6 +62,9 @@ class ExcludeTransform(Transform):
     def _inv_call(self, tensordict):
         return self._drop(tensordict) if self.inverse else tensordict
 
+    def _has_inverse(self) -> bool:
+        return self.inverse  # else the env skips the inverse path (and its copy) per step
+
     def forward(self, tensordict):
         return self._call(tensordict)
 
