@@ -5,6 +5,7 @@ import torch
 from tensordict import TensorDict
 
 from torchrl_lite.agent.normalization import ReturnNormalizer, RunningNorm
+from torchrl_lite.envs.utils import ExplorationType, set_exploration_type
 from torchrl_lite.recipes import config_for, get_recipe
 from torchrl_lite.recipes.ppo import NormalizationHooks, _observation_norm
 from torchrl_lite.recipes.ranges import STRUCTURAL
@@ -27,10 +28,63 @@ def test_ppo_mujoco_defaults_are_the_papers_with_normalization():
     assert (cfg.frames_per_batch, cfg.epochs, cfg.mini_batch_size, cfg.lr) == (2048, 10, 64, 3e-4)
     assert (cfg.gamma, cfg.lmbda, cfg.clip_epsilon, cfg.num_envs) == (0.99, 0.95, 0.2, 1)
     assert cfg.normalize_obs and cfg.normalize_reward and not cfg.recompute_advantage
+    assert not cfg.squash and cfg.ortho_init and cfg.lr_decay  # as baselines and CleanRL
     classic = config_for(ppo, "Pendulum-v1")  # classic control keeps its settings
     assert not classic.normalize_obs and not classic.normalize_reward
     assert classic.recompute_advantage and classic.gamma == 0.9
+    assert classic.squash and not classic.ortho_init and not classic.lr_decay
     assert "normalize_obs" in STRUCTURAL  # the checkpoint's networks hold the statistics
+    assert "squash" in STRUCTURAL  # another policy for the same weights
+
+
+def test_ppo_unsquashed_gaussian_steps_the_env_clipped_and_scores_the_raw_sample():
+    ppo = get_recipe("ppo")
+    cfg = config_for(ppo, "Hopper-v5", **SMALL_PPO, init_log_std=1.0)  # wide: samples clip
+    trainer, policy = ppo.make_trainer(cfg, progress_bar=False)
+    assert trainer.loss_module.tensor_keys.action == "raw_action"
+    with set_exploration_type(ExplorationType.RANDOM):  # as the collector samples
+        td = trainer.collector.env.rollout(64, policy)
+    raw, action = td["raw_action"], td["action"]
+    assert (raw.abs() > 1).any()  # Hopper's bounds are [-1, 1]
+    torch.testing.assert_close(action, raw.clamp(-1.0, 1.0))
+    loc, scale = td["loc"], td["scale"]
+    want = torch.distributions.Normal(loc, scale).log_prob(raw).sum(-1)
+    torch.testing.assert_close(td["sample_log_prob"], want)
+
+
+def test_ppo_orthogonal_init_gains():
+    ppo = get_recipe("ppo")
+    trainer, _ = ppo.make_trainer(config_for(ppo, "Hopper-v5", **SMALL_PPO), progress_bar=False)
+    loss = trainer.loss_module
+    for net, head_gain in ((loss.actor_network, 0.01), (loss.critic_network, 1.0)):
+        layers = [m for m in net.modules() if isinstance(m, torch.nn.Linear)]
+        assert len(layers) == 3
+        for layer, gain in zip(layers, (2**0.5, 2**0.5, head_gain)):
+            w = layer.weight.detach()
+            rows, cols = w.shape  # orthogonal: the shorter side's vectors are orthonormal
+            gram = w @ w.T if rows <= cols else w.T @ w
+            torch.testing.assert_close(gram, gain**2 * torch.eye(min(rows, cols)))
+            assert not layer.bias.any()
+
+
+def test_ppo_lr_decays_linearly_by_batch_and_a_resumed_run_continues(tmp_path):
+    ppo = get_recipe("ppo")
+    cfg = config_for(ppo, "InvertedPendulum-v5", **SMALL_PPO)  # 3 batches of 32
+    assert cfg.lr_decay
+    trainer, _ = ppo.make_trainer(cfg, progress_bar=False, checkpoint=tmp_path / "ckpt")
+    seen = []
+    trainer.register_op("process_optim_batch", lambda b: seen.append(
+        trainer.optimizer.param_groups[0]["lr"]))  # fmt: skip
+    trainer.train()
+    assert seen == pytest.approx([cfg.lr * f for f in (1, 1, 2 / 3, 2 / 3, 1 / 3, 1 / 3)])
+    longer = config_for(ppo, "InvertedPendulum-v5", **{**SMALL_PPO, "frames": 128})
+    resumed, _ = ppo.make_trainer(longer, progress_bar=False)
+    resumed.load(tmp_path / "ckpt")  # at 96 frames: the 4th of 4 batches
+    seen.clear()
+    resumed.register_op("process_optim_batch", lambda b: seen.append(
+        resumed.optimizer.param_groups[0]["lr"]))  # fmt: skip
+    resumed.train()
+    assert seen == pytest.approx([cfg.lr * 1 / 4] * 2)
 
 
 def test_sac_mujoco_critic_regresses_the_squared_error():

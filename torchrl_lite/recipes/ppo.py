@@ -10,10 +10,11 @@ observe the standard preprocessed Atari screen (see :mod:`torchrl_lite.envs.make
 the paper's Atari settings (``ENV_DEFAULTS["atari"]``); ``frames`` counts agent steps (4
 emulator frames each). The paper's one-trunk network (``shared_encoder=true``) is an
 option, not the default: it did no better on Breakout (``docs/notes/pixels.md``).
-Gymnasium's MuJoCo ids get the paper's MuJoCo settings plus the running observation and
-reward normalization of the baselines code behind the paper, CleanRL and rl-zoo
-(``normalize_obs``, ``normalize_reward``), with advantages computed once per batch as in
-the paper.
+Gymnasium's MuJoCo ids get the paper's MuJoCo settings (advantages computed once per
+batch) plus what the baselines code behind the paper and CleanRL add: running observation
+and reward normalization (``normalize_obs``, ``normalize_reward``; rl-zoo's too), a
+Gaussian clipped to the bounds instead of a tanh-squashed one (``squash=false``),
+orthogonal init (``ortho_init``) and a linearly decayed learning rate (``lr_decay``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from torchrl_lite.modules import (
     ClippedProbabilisticActor,
     GSDEHead,
     GSDENormal,
+    IndependentNormal,
     OneHotCategorical,
     ProbabilisticActor,
     TanhNormal,
@@ -66,12 +68,15 @@ ENV_DEFAULTS = {
         hidden=256, recompute_advantage=False,
     ),
     # the PPO paper's MuJoCo settings (one env, 2048 steps, 10 epochs of 64-frame batches,
-    # advantages computed once per batch), with the running observation and reward
-    # normalization of its baselines implementation, CleanRL and rl-zoo (VecNormalize)
+    # advantages computed once per batch), with what its baselines implementation and
+    # CleanRL add: running observation and reward normalization (rl-zoo's VecNormalize
+    # too), a clipped rather than squashed Gaussian, orthogonal init, the learning rate
+    # decayed linearly to 0
     "mujoco": dict(
         gamma=0.99, frames=1_000_000, num_envs=1, frames_per_batch=2048, lr=3e-4,
         mini_batch_size=64, entropy_coef=0.0, recompute_advantage=False,
-        normalize_obs=True, normalize_reward=True,
+        normalize_obs=True, normalize_reward=True, squash=False, ortho_init=True,
+        lr_decay=True,
     ),
 }  # fmt: skip
 # applied when an override turns `pixels` on (not `frames`/`seed`: --frames/--seed win).
@@ -141,6 +146,17 @@ class Config:
     normalize_reward: bool = False
     """Divide the rewards the losses see by the running std of the discounted return
     (SB3's ``VecNormalize(norm_reward=True)``, clipped to +-10); returns are logged raw."""
+    squash: bool = True
+    """Continuous actions without ``use_sde``: a tanh-squashed Gaussian (TanhNormal).
+    False: a Gaussian whose samples are clipped to the action bounds for the env and
+    scored unclipped, as in the paper's baselines code, SB3 and CleanRL."""
+    ortho_init: bool = False
+    """Orthogonal init of the actor's and the critic's layers, biases 0: gain sqrt(2) on
+    the hidden layers, 0.01 on the policy head and 1 on the value head (baselines, SB3,
+    CleanRL). False: PyTorch's default init."""
+    lr_decay: bool = False
+    """Decay the learning rate linearly from ``lr`` to 0 over ``frames``, batch by batch
+    (the baselines code's MuJoCo setting and CleanRL's default)."""
 
 
 class StateIndependentScale(nn.Module):
@@ -168,15 +184,17 @@ def make_eval_env(cfg: Config, **kwargs):
 def make_actor_critic(cfg: Config, env):
     """Actor and critic, each with its own network (and encoder, with ``pixels``).
 
-    Continuous actions: a TanhNormal with a state-independent scale, or with ``use_sde``
-    gSDE's Gaussian clipped to the bounds (``ClippedProbabilisticActor``, which keeps the
-    raw sample at ``"raw_action"``); discrete ones (Atari): a one-hot categorical over the
-    network's logits.
+    Continuous actions: a TanhNormal (``squash=false``: a Gaussian clipped to the bounds)
+    with a state-independent scale, or with ``use_sde`` gSDE's Gaussian clipped to them
+    (the clipped ones by a ``ClippedProbabilisticActor``, which keeps the raw sample at
+    ``"raw_action"``); discrete ones (Atari): a one-hot categorical over the logits.
     """
     spec = env.action_spec
     if cfg.shared_encoder:
         return _shared_trunk_actor_critic(cfg, env)
     body, key = observation_network(env, spec.shape[-1], cfg.hidden, 2, pixels=cfg.pixels)
+    if cfg.ortho_init:
+        orthogonal_init(body, head_gain=0.01)
     norm = _observation_norm(cfg, env, key)
     if norm is not None:  # one module: the actor and the critic see the same statistics
         body = nn.Sequential(norm, body)
@@ -211,7 +229,8 @@ def _bounds(spec) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _policy(cfg: Config, spec, net: nn.Module, key: str):
     """The actor on ``net``'s output: a one-hot categorical over logits (discrete actions)
-    or a TanhNormal around a loc with a state-independent scale (continuous ones)."""
+    or, around a loc with a state-independent scale (continuous ones), a TanhNormal or
+    (``squash=false``) a Gaussian clipped to the bounds."""
     if action_kind(spec) == "discrete":
         return ProbabilisticActor(
             TensorDictModule(net, in_keys=[key], out_keys=["logits"]),
@@ -221,6 +240,12 @@ def _policy(cfg: Config, spec, net: nn.Module, key: str):
         )
     low, high = _bounds(spec)
     net = nn.Sequential(net, StateIndependentScale(spec.shape[-1], cfg.init_log_std))
+    if not cfg.squash:
+        return ClippedProbabilisticActor(
+            TensorDictModule(net, in_keys=[key], out_keys=["loc", "scale"]),
+            in_keys=["loc", "scale"], low=low, high=high,
+            distribution_class=IndependentNormal, return_log_prob=True,
+        )  # fmt: skip
     return ProbabilisticActor(
         TensorDictModule(net, in_keys=[key], out_keys=["loc", "scale"]),
         in_keys=["loc", "scale"],
@@ -253,6 +278,15 @@ def _shared_trunk_actor_critic(cfg: Config, env):
     return actor, ValueOperator(nn.Sequential(trunk, value_head), in_keys=[PIXELS_STACK])
 
 
+def orthogonal_init(net: nn.Module, head_gain: float) -> None:
+    """Orthogonal weights and zero biases for ``net``'s linear and convolution layers:
+    gain ``head_gain`` for the last one, sqrt(2) for the others (``ortho_init``)."""
+    layers = [m for m in net.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    for i, layer in enumerate(layers):
+        nn.init.orthogonal_(layer.weight, head_gain if i == len(layers) - 1 else 2**0.5)
+        nn.init.zeros_(layer.bias)
+
+
 def _without_head(body: nn.Sequential) -> tuple[nn.Module, int]:
     """``body`` without its last ``Linear`` (the features) and the features' size."""
     *layers, last = list(body)
@@ -276,6 +310,8 @@ def _gsde_actor(cfg: Config, body, key, act_dim, low, high):
 
 def _critic(cfg: Config, env, norm: nn.Module | None = None):
     value_net, key = observation_network(env, 1, cfg.hidden, 2, pixels=cfg.pixels)
+    if cfg.ortho_init:
+        orthogonal_init(value_net, head_gain=1.0)
     if norm is not None:
         value_net = nn.Sequential(norm, value_net)
     return ValueOperator(value_net, in_keys=[key])
@@ -372,6 +408,15 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         norm = next((m for m in critic.modules() if isinstance(m, RunningNorm)), None)
         returns = ReturnNormalizer(cfg.gamma) if cfg.normalize_reward else None
         NormalizationHooks(norm, returns).register(trainer)
+    if cfg.lr_decay:
+        optimizer = trainer.optimizer
+
+        def decay_lr():  # of the frames collected before this batch: a resumed run alike
+            before = trainer.collected_frames - cfg.frames_per_batch
+            for group in optimizer.param_groups:
+                group["lr"] = cfg.lr * max(0.0, 1.0 - before / cfg.frames)
+
+        trainer.register_op("pre_optim_steps", decay_lr)
     gae = GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic)
     ShuffledMiniBatches(
         cfg.mini_batch_size, advantage_module=gae, recompute_each_epoch=cfg.recompute_advantage

@@ -74,7 +74,7 @@ _RULES = {
 
 STRUCTURAL = (
     "env", "pixels", "hidden", "num_envs", "num_qvalue_nets", "transforms", "buffer_size",
-    "use_sde", "normalize_obs",
+    "use_sde", "normalize_obs", "squash",
 )  # fmt: skip
 """Config fields that shape the networks, the env or the buffer a checkpoint holds."""
 
