@@ -27,7 +27,10 @@ PUBLISHED = {
     ("ppo", "Hopper-v5"): (2_410, "rl-zoo (v3, tuned)", 2_100),
     ("ppo", "Walker2d-v5"): (3_479, "rl-zoo (v3, tuned)", 2_500),
 }
-FOLDER = re.compile(r"(?P<algo>[a-z0-9_]+)-(?P<env>.+)-s(?P<seed>\d+)$")
+# ALGO_VARIANT-ENV-sSEED: a variant (e.g. ``ppo_tanh``, the earlier defaults) is drawn on
+# its algorithm's figure, dashed
+FOLDER = re.compile(r"(?P<algo>[a-z0-9]+)(?:_(?P<variant>[a-z0-9_]+))?-(?P<env>.+)-s(?P<seed>\d+)$")
+VARIANTS = {"tanh": "earlier defaults: TanhNormal, default init, constant lr"}
 
 
 def evaluations(folder: Path) -> tuple[list[tuple[int, float]], bool]:
@@ -68,7 +71,9 @@ def main() -> None:
         summary = folder / "summary.json"
         seconds = json.loads(summary.read_text()).get("seconds") if summary.is_file() else None
         key = (match["algo"], match["env"])
-        runs.setdefault(key, []).append((int(match["seed"]), rows, finished, seconds))
+        runs.setdefault(key, []).append(
+            (int(match["seed"]), match["variant"], rows, finished, seconds)
+        )
     lines = [
         "| algo | env | seed | env steps | last eval | best eval | target | published | state |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -77,16 +82,21 @@ def main() -> None:
     for (algo, env), seeds in sorted(runs.items()):
         published, source, target = PUBLISHED.get((algo, env), (None, "", None))
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        for seed, rows, finished, seconds in seeds:
+        for seed, variant, rows, finished, seconds in sorted(
+            seeds, key=lambda s: (bool(s[1]), s[0])
+        ):
+            label = f"seed {seed}" + (f", {variant}" if variant else "")
             if rows:
-                ax.plot([r[0] for r in rows], [r[1] for r in rows], label=f"seed {seed}")
+                ax.plot([r[0] for r in rows], [r[1] for r in rows], label=label,
+                        ls="--" if variant else "-", lw=1)  # fmt: skip
             last = rows[-1] if rows else (0, float("nan"))
             best = max((r[1] for r in rows), default=float("nan"))
             state = "finished" if finished else "in progress (checkpoint)"
             if finished and seconds:
                 state += f", {seconds / 3600:.1f} h"
+            name = algo.upper() + (f" ({VARIANTS.get(variant, variant)})" if variant else "")
             lines.append(
-                f"| {algo.upper()} | {env} | {seed} | {last[0]:,} | {last[1]:,.0f} | {best:,.0f} "
+                f"| {name} | {env} | {seed} | {last[0]:,} | {last[1]:,.0f} | {best:,.0f} "
                 f"| {target or '-'} | {published or '-'} {source} | {state} |"
             )
         if published:
