@@ -69,7 +69,8 @@ def main() -> None:
             continue
         rows, finished = evaluations(folder)
         summary = folder / "summary.json"
-        seconds = json.loads(summary.read_text()).get("seconds") if summary.is_file() else None
+        done = json.loads(summary.read_text()) if summary.is_file() else {}
+        seconds = (done.get("seconds"), done.get("frames"))
         key = (match["algo"], match["env"])
         runs.setdefault(key, []).append(
             (int(match["seed"]), match["variant"], rows, finished, seconds)
@@ -82,7 +83,7 @@ def main() -> None:
     for (algo, env), seeds in sorted(runs.items()):
         published, source, target = PUBLISHED.get((algo, env), (None, "", None))
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        for seed, variant, rows, finished, seconds in sorted(
+        for seed, variant, rows, finished, (seconds, frames) in sorted(
             seeds, key=lambda s: (bool(s[1]), s[0])
         ):
             label = f"seed {seed}" + (f", {variant}" if variant else "")
@@ -93,7 +94,7 @@ def main() -> None:
             best = max((r[1] for r in rows), default=float("nan"))
             state = "finished" if finished else "in progress (checkpoint)"
             if finished and seconds:
-                state += f", {seconds / 3600:.1f} h"
+                state += f", {seconds / 3600:.1f} h, {frames / seconds:,.0f} env steps/s"
             name = algo.upper() + (f" ({VARIANTS.get(variant, variant)})" if variant else "")
             lines.append(
                 f"| {name} | {env} | {seed} | {last[0]:,} | {last[1]:,.0f} | {best:,.0f} "
