@@ -180,6 +180,42 @@ def test_td3_computes_the_actor_loss_only_on_the_actor_steps():
     assert all(int(state["step"]) == 6 for state in actor_adam.values())
 
 
+def test_td3_one_backward_pass_gives_each_network_its_own_loss_gradient():
+    td3 = get_recipe("td3")
+    cfg = config_for(td3, "Pendulum-v1", frames=8, init_random_frames=4, hidden=8)
+    trainer, _ = td3.make_trainer(cfg, progress_bar=False)
+    loss = trainer.loss_module
+    batch = trainer.collector.env.rollout(16).reshape(-1)  # [16]
+    loss.actor_step = True
+    grads = []
+    for separate in (True, False):
+        torch.manual_seed(3)  # the target policy's noise
+        out = loss(batch.clone())
+        if separate:  # a plain reference: each loss on its own
+            out["loss_actor"].backward(inputs=list(loss.actor_network.parameters()))
+            out["loss_qvalue"].backward(inputs=list(loss.qvalue_network.parameters()))
+        else:
+            (out["loss_actor"] + out["loss_qvalue"]).backward()
+        grads.append([p.grad.clone() for p in loss.parameters() if p.grad is not None])
+        loss.zero_grad(set_to_none=True)
+    assert len(grads[0]) == len(grads[1]) > 0
+    for got, want in zip(grads[1], grads[0]):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.slow
+def test_td3_compiled_update_trains():
+    td3 = get_recipe("td3")
+    cfg = config_for(td3, "Pendulum-v1", frames=24, init_random_frames=16, hidden=8,
+                     batch_size=8, compile_update=True)  # fmt: skip
+    trainer, _ = td3.make_trainer(cfg, progress_bar=False)
+    before = [p.detach().clone() for p in trainer.loss_module.actor_network.parameters()]
+    trainer.train()  # a second backward through the compiled graph raised here
+    assert trainer.optim_count >= 8  # both turns: with and without the actor's step
+    after = list(trainer.loss_module.actor_network.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(after, before))
+
+
 def test_td3_actor_loss_reads_the_first_q_network_only():
     from torchrl_lite.objectives import TD3Loss
 

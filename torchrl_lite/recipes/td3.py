@@ -202,8 +202,10 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     ReplayBufferTrainer(buffer, batch_size=cfg.batch_size).register(trainer)
 
     # Delayed policy updates: the actor and the targets move every policy_delay-th step.
-    # The actor steps first, so that its gradient goes through the critic weights its loss
-    # was computed with (the critic's optimizer then changes them in place).
+    # One backward pass for both losses (their graphs share no parameters: the actor's
+    # loss reads detached Q-network weights, the critic's the target actor), before the
+    # critic's optimizer changes the weights in place; a compiled loss has one joint
+    # graph, which a second backward pass could not go through again.
     actor_optim = OptimizerHook(
         torch.optim.Adam(loss.actor_network.parameters(), lr=cfg.lr, fused=True),
         loss_components=["loss_actor"],
@@ -214,9 +216,15 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
     )
     target_update = SoftUpdate(loss, tau=cfg.tau)
 
-    def delayed_actor_step(losses, clip_grad_norm, clip_norm, index):
-        if trainer.optim_count % cfg.policy_delay == 0:
-            actor_optim(losses, clip_grad_norm, clip_norm, index)
+    def update(losses, clip_grad_norm, clip_norm, index):
+        actor_turn = trainer.optim_count % cfg.policy_delay == 0
+        total = critic_optim.loss(losses)
+        if actor_turn:
+            total = total + actor_optim.loss(losses)
+        total.backward()
+        if actor_turn:
+            actor_optim.step(losses, clip_grad_norm, clip_norm, index)
+        critic_optim.step(losses, clip_grad_norm, clip_norm, index + 1)
 
     def delayed_target_update():
         if trainer.optim_count % cfg.policy_delay == 0:
@@ -226,9 +234,9 @@ def make_trainer(cfg: Config, logger=None, checkpoint=None, progress_bar=True):
         loss.actor_step = trainer.optim_count % cfg.policy_delay == 0
 
     trainer.register_op("process_optim_batch", schedule_actor)
-    trainer.register_op("optimizer", delayed_actor_step)
+    trainer.register_op("optimizer", update)
     trainer.register_module("actor_optimizer", actor_optim)
-    critic_optim.register(trainer, name="critic_optimizer")
+    trainer.register_module("critic_optimizer", critic_optim)
     trainer.register_op("post_optim", delayed_target_update)
     return trainer, actor
 

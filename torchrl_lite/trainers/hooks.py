@@ -134,6 +134,11 @@ class OptimizerHook(TrainerHookBase):
 
     def __call__(self, losses_td, clip_grad_norm=True, clip_norm=None, index: int = 0):
         """Step on ``losses_td``; with clipping, writes ``grad_norm_<index>`` (detached)."""
+        self.loss(losses_td).backward()
+        return self.step(losses_td, clip_grad_norm, clip_norm, index)
+
+    def loss(self, losses_td) -> torch.Tensor:
+        """The sum of the entries this hook optimises (``loss_components``)."""
         if self.loss_components is None:
             terms = [v for k, v in losses_td.items() if isinstance(k, str) and k.startswith("loss")]
         else:
@@ -143,8 +148,11 @@ class OptimizerHook(TrainerHookBase):
                 f"OptimizerHook: the loss returned no 'loss*' entries to optimise; got "
                 f"{list(losses_td.keys())}."
             )
-        loss = terms[0] if len(terms) == 1 else torch.stack(terms).sum()
-        loss.backward()
+        return terms[0] if len(terms) == 1 else torch.stack(terms).sum()
+
+    def step(self, losses_td, clip_grad_norm=True, clip_norm=None, index: int = 0):
+        """Clip, step and zero the gradients already computed (``__call__`` without the
+        backward: for several hooks whose losses went through one backward pass)."""
         if clip_norm is not None:
             groups = self.optimizer.param_groups
             if self.clip_per_group and clip_grad_norm:
