@@ -82,6 +82,32 @@ def test_fast_batches_equal_the_general_loop(name, policy):
     assert bool(fast[-1][0]["next", "done"].any()), "the batches should cross a reset"
 
 
+@pytest.mark.usefixtures("mujoco_log_in_tmp")
+def test_float64_observations_cast_by_double_to_float_take_the_stepper():
+    from torchrl_lite.envs import Compose, DoubleToFloat, RewardSum
+
+    def make_env():  # as the recipes build a MuJoCo env
+        return TransformedEnv(GymEnv("Hopper-v5"), Compose(DoubleToFloat(), RewardSum()))
+
+    def make_policy():
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(11, 16), nn.Tanh(), nn.Linear(16, 6), NormalParamExtractor())
+        module = TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"])
+        return ProbabilisticActor(module, in_keys=["loc", "scale"], distribution_class=TanhNormal,
+                                  distribution_kwargs={"low": -1.0, "high": 1.0})  # fmt: skip
+
+    env = make_env()
+    assert env._numpy_stepper() is not None
+    env.close()
+    fast = _batches(make_env, make_policy, general=False)
+    slow = _batches(make_env, make_policy, general=True)
+    for (a, a_root, a_ids), (b, b_root, b_ids) in zip(fast, slow):
+        _assert_same(a, b)
+        _assert_same(a_root, b_root)
+        assert torch.equal(a_ids, b_ids)
+    assert bool(fast[-1][0]["next", "done"].any()), "the batches should cross a reset"
+
+
 def test_a_plain_callable_policy_takes_the_stepper_too():
     env = GymEnv("CartPole-v1")
     fast = _batches(lambda: GymEnv("CartPole-v1"), lambda: _random_policy(env), general=False)

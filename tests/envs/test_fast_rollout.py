@@ -17,6 +17,7 @@ from torchrl_lite.data.tensor_specs import Binary, Bounded, Categorical, MultiCa
 from torchrl_lite.envs import (
     Compose,
     DoubleToFloat,
+    DTypeCastTransform,
     GymEnv,
     InitTracker,
     ObservationNorm,
@@ -170,7 +171,8 @@ class _Counter(StepCounter):  # a subclass may change what a step does
     "transforms",
     [
         lambda: _Counter(),  # no numpy form for a subclass
-        lambda: DoubleToFloat(),  # no numpy form at all
+        # a cast that renames: no numpy form (one in place has: see the MuJoCo test below)
+        lambda: DTypeCastTransform(torch.float32, torch.float64, ["observation"], ["obs64"]),
         lambda: Compose(StepCounter(), ObservationNorm(in_keys=["observation"])),  # no stats
         # a per-step form (StepCounter ending episodes) after a deferred one writing its count
         lambda: Compose(RewardSum(out_keys=["step_count"]), StepCounter(5)),
@@ -180,6 +182,31 @@ class _Counter(StepCounter):  # a subclass may change what a step does
 def test_transforms_without_a_numpy_form_take_the_general_loop(transforms):
     transformed = TransformedEnv(GymEnv("CartPole-v1"), transforms())
     assert transformed._numpy_stepper() is None
+
+
+@pytest.mark.usefixtures("mujoco_log_in_tmp")
+@pytest.mark.parametrize("num_envs", [None, 2], ids=["single", "vector"])
+def test_double_to_float_casts_in_the_buffers(num_envs):
+    # MuJoCo observes float64; the recipes cast it with DoubleToFloat
+    kwargs = {} if num_envs is None else {"num_envs": num_envs}
+
+    def make():
+        return TransformedEnv(GymEnv("Hopper-v5", **kwargs), Compose(DoubleToFloat(), RewardSum()))
+
+    env = make()
+    assert env._numpy_stepper() is not None
+    env.close()
+    fast = _rollouts(make, max_steps=120, break_when_any_done=False)
+    slow = _rollouts(lambda: _general(make()), max_steps=120, break_when_any_done=False)
+    for a, b in zip(fast, slow):
+        _assert_same(a, b)
+    assert fast[0]["observation"].dtype == fast[0]["next", "observation"].dtype == torch.float32
+    assert bool(fast[0]["next", "done"].any()), "the rollout should cross a reset"
+    # a form before the cast would work on the float64 values: the general loop then
+    norm_first = Compose(
+        ObservationNorm(loc=0.3, scale=2.0, in_keys=["observation"]), DoubleToFloat()
+    )
+    assert TransformedEnv(GymEnv("Hopper-v5"), norm_first)._numpy_stepper() is None
 
 
 def test_an_uninitialized_norm_raises_its_own_error():

@@ -1,6 +1,7 @@
 """What the transforms' numpy forms share: ``Elementwise`` (a transform whose step and
-reset apply ``_apply_transform`` to each (in, out) pair) and ``episodes`` (the stretches
-of rows between resets, for forms that carry a value along an episode). The forms
+reset apply ``_apply_transform`` to each (in, out) pair), ``Cast`` (a dtype cast in
+place, done by the buffers' dtype) and ``episodes`` (the stretches of rows between
+resets, for forms that carry a value along an episode). The forms
 themselves are returned by each transform's ``_numpy_form`` (see ``NumpyForm`` in
 ``envs/stepper/__init__.py``).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["Elementwise", "episodes"]
+__all__ = ["Cast", "Elementwise", "episodes"]
 
 
 class Elementwise:
@@ -41,6 +42,30 @@ class Elementwise:
     def advance(self, t0: int, t1: int) -> None:
         for src, dst in self.bufs:
             dst[t0:t1] = self._apply(src[t0:t1])
+
+
+class Cast:
+    """The ``NumpyForm`` of a dtype cast in place (``DTypeCastTransform`` without action
+    entries, e.g. ``DoubleToFloat`` on MuJoCo's float64 observations): nothing runs per
+    row. ``TransformedStepper`` gives the entries of ``casts`` (key -> numpy dtype)
+    buffers of the new dtype, and the wrapped env's stepper's writes into them cast, with
+    the rounding of ``Tensor.to``."""
+
+    per_step = False
+    reads: list = []
+    writes: list = []
+
+    def __init__(self, casts: dict):
+        self.casts = casts
+
+    def bind(self, stepper) -> None:
+        pass
+
+    def reset(self, chosen, t: int) -> None:
+        pass
+
+    def advance(self, t0: int, t1: int) -> None:
+        pass
 
 
 def episodes(stepper, t0: int, t1: int, out: np.ndarray, root: np.ndarray):

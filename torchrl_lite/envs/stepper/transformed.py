@@ -2,8 +2,9 @@
 
 A ``TransformedEnv`` whose wrapped env offers a numpy stepper offers one too when every
 active transform has a ``NumpyForm`` (``Transform._numpy_form``: ``ObservationNorm``,
-``RewardScaling``, ``RewardClipping``, ``RewardSum``, ``StepCounter``, ``InitTracker``;
-not inherited by subclasses, see ``numpy_form``). The wrapped env's stepper writes its
+``RewardScaling``, ``RewardClipping``, ``RewardSum``, ``StepCounter``, ``InitTracker``,
+``DTypeCastTransform``/``DoubleToFloat`` on observations; not inherited by subclasses,
+see ``numpy_form``). The wrapped env's stepper writes its
 raw results into the buffers, then each form rewrites or adds its entries: a deferred
 form over whole ranges of rows (``advance``), in transform order; a per-step form inside
 ``step_at``. The fast rollout advances once after the first step (its checks) and once
@@ -52,6 +53,8 @@ class TransformedStepper:
         for t in env._active:
             form = numpy_form(t)
             if form is None:
+                return None
+            if not _cast_buffers(form, forms, step_layout, reset_layout):
                 return None
             for key in form.writes:
                 spec = final.get(key)
@@ -137,3 +140,15 @@ class TransformedStepper:
             for form in self._deferred:
                 form.advance(t0, t1)
             self._upto = t1
+
+
+def _cast_buffers(form, earlier: list, step_layout: dict, reset_layout: dict) -> bool:
+    """For a cast in place (``forms.Cast``): give its entries buffers of the new dtype.
+    False when an ``earlier`` form reads or writes one (it would see the cast values)."""
+    for key, dtype in getattr(form, "casts", {}).items():
+        if key not in step_layout or any(key in {*f.reads, *f.writes} for f in earlier):
+            return False
+        step_layout[key] = (step_layout[key][0], dtype)
+        if key in reset_layout:
+            reset_layout[key] = (reset_layout[key][0], dtype)
+    return True

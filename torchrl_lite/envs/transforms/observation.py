@@ -299,6 +299,18 @@ class DTypeCastTransform(Transform):
             return tensordict
         return super().forward(tensordict)
 
+    def _numpy_form(self):
+        """A cast of observation entries in place (no action entries, no renaming); None
+        otherwise (the general loop)."""
+        if self.in_keys_inv or list(self.out_keys) != list(self.in_keys):
+            return None
+        if not all(isinstance(k, str) for k in self.in_keys):
+            return None
+        from torchrl_lite.envs.stepper.forms import Cast
+
+        dtype = torch.empty(0, dtype=self.dtype_out).numpy().dtype
+        return Cast({key: dtype for key in self.in_keys})
+
     def extra_repr(self):
         return f"dtype_in={self.dtype_in}, dtype_out={self.dtype_out}, " + super().extra_repr()
 
@@ -320,3 +332,5 @@ class DoubleToFloat(DTypeCastTransform):
 
     def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
         super().__init__(torch.float64, torch.float32, in_keys, out_keys, in_keys_inv, out_keys_inv)
+
+    _numpy_form = DTypeCastTransform._numpy_form
