@@ -30,7 +30,10 @@ PUBLISHED = {
 # ALGO_VARIANT-ENV-sSEED: a variant (e.g. ``ppo_tanh``, the earlier defaults) is drawn on
 # its algorithm's figure, dashed
 FOLDER = re.compile(r"(?P<algo>[a-z0-9]+)(?:_(?P<variant>[a-z0-9_]+))?-(?P<env>.+)-s(?P<seed>\d+)$")
-VARIANTS = {"tanh": "earlier defaults: TanhNormal, default init, constant lr"}
+VARIANTS = {
+    "tanh": "earlier defaults: TanhNormal, default init, constant lr",
+    "squash": "TanhNormal with orthogonal init and lr decay",
+}
 
 
 def evaluations(folder: Path) -> tuple[list[tuple[int, float]], bool]:
