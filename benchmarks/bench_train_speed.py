@@ -10,10 +10,11 @@ steps per second and their ratio. Same settings on both sides:
   step, Adam 3e-4, learned temperature, 1,000 random steps first.
 * TD3: actor and two critics of 2 x 256 ReLU, batch 256, one critic step per env step,
   the actor and the targets every second one, exploration noise 0.1.
-* PPO: actor and critic of 2 x 64 tanh, orthogonally initialised, a Gaussian clipped to
-  the action bounds, one env, 2,048 steps per batch, 10 epochs of 64-step minibatches,
-  observation and reward normalization (SB3: ``VecNormalize``); the first batch and its
-  updates are untimed. Ours also decays the learning rate (a negligible cost).
+* PPO: actor and critic of 2 x 64 tanh, orthogonally initialised, one env, 2,048 steps
+  per batch, 10 epochs of 64-step minibatches, observation and reward normalization (SB3:
+  ``VecNormalize``); the first batch and its updates are untimed. SB3's Gaussian is
+  clipped to the bounds, ours is the recipe's default (``squash``); ours also decays the
+  learning rate (a negligible cost).
 
 Ours runs the recipes (``torchrl_lite.recipes``, the MuJoCo defaults); SB3 is not a
 dependency of the package: install it in its own venv (``python -m venv .venv-sb3 &&

@@ -28,7 +28,7 @@ def test_ppo_mujoco_defaults_are_the_papers_with_normalization():
     assert (cfg.frames_per_batch, cfg.epochs, cfg.mini_batch_size, cfg.lr) == (2048, 10, 64, 3e-4)
     assert (cfg.gamma, cfg.lmbda, cfg.clip_epsilon, cfg.num_envs) == (0.99, 0.95, 0.2, 1)
     assert cfg.normalize_obs and cfg.normalize_reward and not cfg.recompute_advantage
-    assert not cfg.squash and cfg.ortho_init and cfg.lr_decay  # as baselines and CleanRL
+    assert cfg.squash and cfg.ortho_init and cfg.lr_decay  # init and lr as baselines, CleanRL
     classic = config_for(ppo, "Pendulum-v1")  # classic control keeps its settings
     assert not classic.normalize_obs and not classic.normalize_reward
     assert classic.recompute_advantage and classic.gamma == 0.9
@@ -39,7 +39,7 @@ def test_ppo_mujoco_defaults_are_the_papers_with_normalization():
 
 def test_ppo_unsquashed_gaussian_steps_the_env_clipped_and_scores_the_raw_sample():
     ppo = get_recipe("ppo")
-    cfg = config_for(ppo, "Hopper-v5", **SMALL_PPO, init_log_std=1.0)  # wide: samples clip
+    cfg = config_for(ppo, "Hopper-v5", **SMALL_PPO, init_log_std=1.0, squash=False)  # wide
     trainer, policy = ppo.make_trainer(cfg, progress_bar=False)
     assert trainer.loss_module.tensor_keys.action == "raw_action"
     with set_exploration_type(ExplorationType.RANDOM):  # as the collector samples
