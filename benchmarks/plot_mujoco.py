@@ -32,7 +32,7 @@ PUBLISHED = {
 FOLDER = re.compile(r"(?P<algo>[a-z0-9]+)(?:_(?P<variant>[a-z0-9_]+))?-(?P<env>.+)-s(?P<seed>\d+)$")
 VARIANTS = {
     "tanh": "earlier defaults: TanhNormal, default init, constant lr",
-    "squash": "TanhNormal with orthogonal init and lr decay",
+    "clipped": "Gaussian clipped to the bounds, orthogonal init, lr decay",
 }
 
 
@@ -57,6 +57,11 @@ def evaluations(folder: Path) -> tuple[list[tuple[int, float]], bool]:
     budget = json.loads((folder / "config.json").read_text())["config"]["frames"]
     finished = summary.is_file() and json.loads(summary.read_text())["frames"] >= budget
     return rows, finished
+
+
+def _num(x: float) -> str:
+    """A return as the table writes it ("-" before the first evaluation)."""
+    return "-" if x != x else f"{x:,.0f}"
 
 
 def main() -> None:
@@ -100,7 +105,7 @@ def main() -> None:
                 state += f", {seconds / 3600:.1f} h, {frames / seconds:,.0f} env steps/s"
             name = algo.upper() + (f" ({VARIANTS.get(variant, variant)})" if variant else "")
             lines.append(
-                f"| {name} | {env} | {seed} | {last[0]:,} | {last[1]:,.0f} | {best:,.0f} "
+                f"| {name} | {env} | {seed} | {last[0]:,} | {_num(last[1])} | {_num(best)} "
                 f"| {target or '-'} | {published or '-'} {source} | {state} |"
             )
         if published:
