@@ -59,13 +59,13 @@ class Cast:
         self.casts = casts
 
     def bind(self, stepper) -> None:
-        pass
+        """Nothing to bind: the cast is the dtype of the buffers the stepper allocated."""
 
     def reset(self, chosen, t: int) -> None:
-        pass
+        """Nothing to redo: a reset's observations were cast as they were written."""
 
     def advance(self, t0: int, t1: int) -> None:
-        pass
+        """Nothing to apply: each step's writes were cast already."""
 
 
 def episodes(stepper, t0: int, t1: int, out: np.ndarray, root: np.ndarray):
