@@ -270,10 +270,7 @@ def _shared_trunk_actor_critic(cfg: Config, env):
     policy_head = nn.Linear(cfg.hidden, env.action_spec.shape[-1])
     value_head = nn.Linear(cfg.hidden, 1)
     for module, gain in ((trunk, 2**0.5), (policy_head, 0.01), (value_head, 1.0)):
-        for m in module.modules():
-            if isinstance(m, (nn.Linear, nn.Conv2d)):
-                nn.init.orthogonal_(m.weight, gain)
-                nn.init.zeros_(m.bias)
+        orthogonal_init(module, head_gain=gain)
     actor = _policy(cfg, env.action_spec, nn.Sequential(trunk, policy_head), PIXELS_STACK)
     return actor, ValueOperator(nn.Sequential(trunk, value_head), in_keys=[PIXELS_STACK])
 
