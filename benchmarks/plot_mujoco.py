@@ -3,7 +3,9 @@
 Reads each ``<algo>-<env>-s<seed>`` folder's periodic deterministic evaluations
 (``evaluations.csv``, or the checkpoint's copy while the run is still going), draws one
 PNG per algorithm and env (each seed, the published return as a dashed line, the target
-as a dotted one) into ``benchmarks/results/`` and prints a markdown table.
+as a dotted one) into ``benchmarks/results/`` and prints two markdown tables: each run,
+then each algorithm and env over its finished seeds with the defaults (median and worst
+of the last evaluations, against the target).
 
 Run: ``python benchmarks/plot_mujoco.py``
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import statistics
 from pathlib import Path
 
 RUNS = Path(__file__).parent / "runs"
@@ -87,6 +90,10 @@ def main() -> None:
         "| algo | env | seed | env steps | last eval | best eval | target | published | state |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    summary_lines = [
+        "| algo | env | finished seeds | median | worst | target | published | worst >= target |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     RESULTS.mkdir(exist_ok=True)
     for (algo, env), seeds in sorted(runs.items()):
         published, source, target = PUBLISHED.get((algo, env), (None, "", None))
@@ -108,6 +115,14 @@ def main() -> None:
                 f"| {name} | {env} | {seed} | {last[0]:,} | {_num(last[1])} | {_num(best)} "
                 f"| {target or '-'} | {published or '-'} {source} | {state} |"
             )
+        finals = sorted(s[2][-1][1] for s in seeds if s[3] and not s[1] and s[2])
+        if finals:
+            median = statistics.median(finals)
+            met = "yes" if target and finals[0] >= target else ("no" if target else "-")
+            summary_lines.append(
+                f"| {algo.upper()} | {env} | {len(finals)} | {_num(median)} | {_num(finals[0])} "
+                f"| {target or '-'} | {published or '-'} {source} | {met} |"
+            )
         if published:
             ax.axhline(published, ls="--", c="k", lw=1, label=f"{source}: {published:,}")
         if target:
@@ -118,7 +133,7 @@ def main() -> None:
         fig.tight_layout()
         fig.savefig(RESULTS / f"mujoco_{algo}_{env}.png", dpi=80)
         plt.close(fig)
-    print("\n".join(lines))
+    print("\n".join(lines) + "\n\n" + "\n".join(summary_lines))
 
 
 if __name__ == "__main__":

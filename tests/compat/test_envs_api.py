@@ -155,7 +155,9 @@ def test_env_creator_shares_vecnorm_statistics_across_workers():
     make = EnvCreator(lambda: TransformedEnv(GymEnv("Pendulum-v1"), VecNorm(decay=1.0)))
     stats = make.state_dict()["_extra_state"]["td"]
     assert stats.is_shared() and float(stats["observation_count"]) == 0
-    env = ParallelEnv(2, make)
+    # fork named: the default turns to spawn once an OpenGL driver has started in this
+    # process (a rendering test run before this one), and spawned workers get copies
+    env = ParallelEnv(2, make, mp_start_method="fork")
     env.rollout(10, break_when_any_done=False)
     env.close()
     # 2 workers x (1 reset + 10 steps) observations, counted in the parent's tensors

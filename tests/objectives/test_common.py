@@ -12,7 +12,13 @@ from tensordict.nn import NormalParamExtractor, TensorDictModule
 from torch import nn
 
 from tests.objectives.loss_nets import critic, gaussian_actor, qvalue_actor, transitions
-from torchrl_lite.modules import ActorValueOperator, ProbabilisticActor, SafeModule
+from torchrl_lite.modules import (
+    MLP,
+    ActorValueOperator,
+    ProbabilisticActor,
+    SafeModule,
+    ValueOperator,
+)
 from torchrl_lite.objectives import (
     ClipPPOLoss,
     DQNLoss,
@@ -294,6 +300,78 @@ def test_ensemble_copies_differ_and_train(vectorized):
     assert ens.params["module", "weight"].grad.shape == (3, 1, 4)
     per_copy = TensorDict(obs=torch.randn(3, 5, 4), batch_size=[3, 5])
     assert ens(per_copy, shared_input=False)["q"].shape == (3, 5, 1)
+
+
+def _q_modules():
+    relu = MLP(in_features=7, out_features=1, num_cells=[16, 16], activation_class=nn.ReLU)
+    tanh = MLP(in_features=7, out_features=(2, 3), num_cells=[8], activation_class=nn.Tanh)
+    return {
+        "relu mlp, two inputs": TensorDictModule(relu, ["obs", "action"], ["q"]),
+        "tanh mlp, reshaped out": ValueOperator(tanh, in_keys=["obs", "action"], out_keys=["q"]),
+        "linear": TensorDictModule(nn.Linear(4, 2), ["obs"], ["q"]),
+    }
+
+
+@pytest.mark.parametrize("name", list(_q_modules()))
+def test_fused_ensemble_matches_the_per_copy_loop(name):
+    """Affine stacks run as batched products; values and gradients equal the loop's."""
+    torch.manual_seed(0)
+    module = _q_modules()[name]
+    fused = Ensemble(module, 3)
+    loop = Ensemble(module, 3, vectorized=False)
+    loop.params = fused.params  # the same parameters
+    assert fused._plan is not None and loop.vectorized is False
+
+    def inputs(*batch):
+        obs = torch.randn(*batch, 4, requires_grad=True)
+        return TensorDict(obs=obs, action=torch.randn(*batch, 3), batch_size=batch)
+
+    shared, per_copy = inputs(4, 5), inputs(3, 5)
+    cases = [
+        (shared, {}),
+        (per_copy, {"shared_input": False}),
+        (shared, {"params": fused.params[torch.tensor([2, 0])]}),  # a subset, as REDQ's
+        (shared, {"params": fused.params.detach()}),  # as LossModule._call_detached
+    ]
+    for td, kwargs in cases:
+        got, want = fused(td, **kwargs), loop(td, **kwargs)
+        assert got.batch_size == want.batch_size and set(got.keys()) == set(want.keys())
+        torch.testing.assert_close(got["q"], want["q"])
+        grads = [td["obs"], *fused.params.values(True, True)]
+        g_got = torch.autograd.grad(
+            got["q"].square().sum(), grads, allow_unused=True, retain_graph=True
+        )
+        g_want = torch.autograd.grad(want["q"].square().sum(), grads, allow_unused=True)
+        for a, b in zip(g_got, g_want):
+            assert (a is None) == (b is None)
+            if a is not None:
+                torch.testing.assert_close(a, b)
+    assert not shared["obs"].isnan().any()  # in-place activations never touch the input
+
+
+def test_ensemble_runs_per_copy_where_it_cannot_fuse():
+    norm = MLP(in_features=4, out_features=1, num_cells=[8], norm_class=nn.LayerNorm)
+    drop = MLP(in_features=4, out_features=1, num_cells=[8], dropout=0.5)
+    modules = [
+        TensorDictModule(norm, ["obs"], ["q"]),
+        TensorDictModule(drop, ["obs"], ["q"]),
+        TensorDictModule(nn.Sequential(nn.Linear(4, 8), nn.ReLU()), ["obs"], ["q"]),
+    ]
+    td = TensorDict(obs=torch.randn(5, 4), batch_size=[5])
+    for module in modules:
+        ens = Ensemble(module, 2)
+        assert ens._plan is None
+        assert ens(td)["q"].shape[:2] == (2, 5)
+
+
+def test_fused_ensemble_names_a_missing_input_like_the_module():
+    q = ValueOperator(MLP(in_features=7, out_features=1, num_cells=[8]), in_keys=["obs", "action"])
+    td = TensorDict(obs=torch.randn(5, 4), batch_size=[5])
+    with pytest.raises(KeyError, match="action") as fused_err:
+        Ensemble(q, 2)(td)
+    with pytest.raises(KeyError, match="action") as loop_err:
+        Ensemble(q, 2, vectorized=False)(td)
+    assert str(fused_err.value) == str(loop_err.value)
 
 
 def test_ensemble_target_and_soft_update():
