@@ -4,8 +4,8 @@ Reads each ``<algo>-<env>-s<seed>`` folder's periodic deterministic evaluations
 (``evaluations.csv``, or the checkpoint's copy while the run is still going), draws one
 PNG per algorithm and env (each seed, the published return as a dashed line, the target
 as a dotted one) into ``benchmarks/results/`` and prints two markdown tables: each run,
-then each algorithm and env over its finished seeds with the defaults (median and worst
-of the last evaluations, against the target).
+then each algorithm and env over its finished seeds with the defaults (median, mean and
+worst of the last evaluations, against the target).
 
 Run: ``python benchmarks/plot_mujoco.py``
 """
@@ -91,8 +91,8 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     summary_lines = [
-        "| algo | env | finished seeds | median | worst | target | published | worst >= target |",
-        "|---|---|---|---|---|---|---|---|",
+        "| algo | env | finished seeds | median | mean | worst | target | published | worst >= target |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     RESULTS.mkdir(exist_ok=True)
     for (algo, env), seeds in sorted(runs.items()):
@@ -120,7 +120,8 @@ def main() -> None:
             median = statistics.median(finals)
             met = "yes" if target and finals[0] >= target else ("no" if target else "-")
             summary_lines.append(
-                f"| {algo.upper()} | {env} | {len(finals)} | {_num(median)} | {_num(finals[0])} "
+                f"| {algo.upper()} | {env} | {len(finals)} | {_num(median)} "
+                f"| {_num(statistics.fmean(finals))} | {_num(finals[0])} "
                 f"| {target or '-'} | {published or '-'} {source} | {met} |"
             )
         if published:
