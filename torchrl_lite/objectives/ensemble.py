@@ -177,7 +177,7 @@ def _fused_plan(module: nn.Module, slots: list) -> list | None:
     net = module.module
     if type(net) is nn.Linear and len(module.in_keys) == 1:
         layers = [net]
-    elif type(net) is MLP and type(net).forward is MLP.forward:
+    elif type(net) is MLP:
         layers = list(net)
         if any(isinstance(m, _Reshape) for m in layers[:-1]):
             return None
