@@ -115,7 +115,11 @@ def main() -> None:
                 f"| {name} | {env} | {seed} | {last[0]:,} | {_num(last[1])} | {_num(best)} "
                 f"| {target or '-'} | {published or '-'} {source} | {state} |"
             )
-        finals = sorted(s[2][-1][1] for s in seeds if s[3] and not s[1] and s[2])
+        finals = sorted(  # the last evaluation of each finished run with the defaults
+            rows[-1][1]
+            for _, variant, rows, finished, _ in seeds
+            if finished and rows and not variant
+        )
         if finals:
             median = statistics.median(finals)
             met = "yes" if target and finals[0] >= target else ("no" if target else "-")

@@ -34,18 +34,19 @@ def probe(run: Path, episodes: int, seed: int) -> list:
     returns, lengths, speed, angle = [], [], [], []
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
-        total, done = 0.0, False
+        total, steps, done = 0.0, 0, False
         while not done:
             with torch.no_grad():
                 out = policy(torch.as_tensor(obs[None]))
             action = (out[0] if isinstance(out, tuple) else out).reshape(-1).numpy()
             obs, reward, terminated, truncated, info = env.step(action)
             total += float(reward)
+            steps += 1
             speed.append(info["x_velocity"])
             angle.append(env.unwrapped.data.qpos[2])
             done = terminated or truncated
         returns.append(total)
-        lengths.append(len(speed) - sum(lengths))
+        lengths.append(steps)
     angle = np.asarray(angle)
     return [
         run.name,
