@@ -126,7 +126,9 @@ def _write(rows: list, seeds) -> None:
         rows,
         notes=(
             f"Seeds {list(seeds)}; one process per run, 1 torch thread, this machine. Seconds "
-            "are the training time reported by `torchrl-lite train` (env steps + updates). "
+            "are the training time reported by `torchrl-lite train` (env steps + updates); "
+            "they follow the shared host's speed at the time (the same code has measured up "
+            "to 1.7x apart at different hours), frames do not. "
             "For comparison, measured on this machine: Stable-Baselines3's SAC "
             "reaches -200 on Pendulum after 6.6k frames in 82 s, TorchRL's after 6.2k frames "
             "in 104 s; with their zoo settings neither their DQN (CartPole) nor SB3's PPO "
