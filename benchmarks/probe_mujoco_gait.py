@@ -13,7 +13,6 @@ Run: ``python benchmarks/probe_mujoco_gait.py benchmarks/runs/ppo-HalfCheetah-v5
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import tempfile
 from pathlib import Path
@@ -25,8 +24,9 @@ def probe(run: Path, episodes: int, seed: int) -> list:
     import torch
 
     from torchrl_lite._cli_deploy import export_run
+    from torchrl_lite._run_folder.trained import read_config
 
-    env_id = json.loads((run / "config.json").read_text())["config"]["env"]
+    env_id = read_config(run)["config"]["env"]
     with tempfile.TemporaryDirectory() as tmp:
         export_run(run, "torchscript", out=Path(tmp) / "policy.pt")
         policy = torch.jit.load(str(Path(tmp) / "policy.pt"))
