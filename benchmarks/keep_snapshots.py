@@ -18,18 +18,11 @@ Run: ``python benchmarks/keep_snapshots.py benchmarks/runs/sac-Hopper-v5-s1 --ev
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import time
 from pathlib import Path
 
-
-def frames_of(checkpoint: Path) -> int | None:
-    """The checkpoint's frame count, or None while it is missing or being replaced."""
-    try:
-        return int(json.loads((checkpoint / "meta.json").read_text())["collected_frames"])
-    except (OSError, ValueError, KeyError):
-        return None
+from torchrl_lite._run_folder.files import checkpoint_frames as frames_of
 
 
 def snapshot(run: Path, every: int) -> Path | None:
