@@ -26,6 +26,8 @@ PUBLISHED = {
     ("td3", "HalfCheetah-v5"): (9_583, "CleanRL (v4)", 8_600),
     ("sac", "Hopper-v5"): (2_310, "CleanRL (v2)", 2_100),
     ("td3", "Hopper-v5"): (3_135, "CleanRL (v4)", 2_800),
+    ("sac", "Walker2d-v5"): (3_591, "CleanRL (v2)", 3_230),
+    ("td3", "Walker2d-v5"): (4_058, "CleanRL (v4)", 3_650),
     ("ppo", "HalfCheetah-v5"): (5_819, "rl-zoo (v3, tuned)", 2_000),
     ("ppo", "Hopper-v5"): (2_410, "rl-zoo (v3, tuned)", 2_100),
     ("ppo", "Walker2d-v5"): (3_479, "rl-zoo (v3, tuned)", 2_500),
@@ -84,7 +86,7 @@ def main() -> None:
         seconds = (done.get("seconds"), done.get("frames"))
         key = (match["algo"], match["env"])
         runs.setdefault(key, []).append(
-            (int(match["seed"]), match["variant"], rows, finished, seconds)
+            (int(match["seed"]), match["variant"], rows, finished, seconds, folder)
         )
     lines = [
         "| algo | env | seed | env steps | last eval | best eval | target | published | state |",
@@ -98,7 +100,7 @@ def main() -> None:
     for (algo, env), seeds in sorted(runs.items()):
         published, source, target = PUBLISHED.get((algo, env), (None, "", None))
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        for seed, variant, rows, finished, (seconds, frames) in sorted(
+        for seed, variant, rows, finished, (seconds, frames), folder in sorted(
             seeds, key=lambda s: (bool(s[1]), s[0])
         ):
             label = f"seed {seed}" + (f", {variant}" if variant else "")
@@ -107,7 +109,12 @@ def main() -> None:
                         ls="--" if variant else "-", lw=1)  # fmt: skip
             last = rows[-1] if rows else (0, float("nan"))
             best = max((r[1] for r in rows), default=float("nan"))
-            state = "finished" if finished else "in progress (checkpoint)"
+            if finished:
+                state = "finished"
+            elif (folder / "checkpoint").is_dir():
+                state = "not finished (checkpoint here, `--resume` continues it)"
+            else:
+                state = "not finished (stopped; no checkpoint in this copy)"
             if finished and seconds:
                 state += f", {seconds / 3600:.1f} h, {frames / seconds:,.0f} env steps/s"
             name = algo.upper() + (f" ({VARIANTS.get(variant, variant)})" if variant else "")
@@ -117,7 +124,7 @@ def main() -> None:
             )
         finals = sorted(  # the last evaluation of each finished run with the defaults
             rows[-1][1]
-            for _, variant, rows, finished, _ in seeds
+            for _, variant, rows, finished, _, _ in seeds
             if finished and rows and not variant
         )
         if finals:
