@@ -86,7 +86,7 @@ def main() -> None:
         seconds = (done.get("seconds"), done.get("frames"))
         key = (match["algo"], match["env"])
         runs.setdefault(key, []).append(
-            (int(match["seed"]), match["variant"], rows, finished, seconds, folder)
+            (int(match["seed"]), match["variant"], rows, finished, seconds)
         )
     lines = [
         "| algo | env | seed | env steps | last eval | best eval | target | published | state |",
@@ -100,7 +100,7 @@ def main() -> None:
     for (algo, env), seeds in sorted(runs.items()):
         published, source, target = PUBLISHED.get((algo, env), (None, "", None))
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        for seed, variant, rows, finished, (seconds, frames), folder in sorted(
+        for seed, variant, rows, finished, (seconds, frames) in sorted(
             seeds, key=lambda s: (bool(s[1]), s[0])
         ):
             label = f"seed {seed}" + (f", {variant}" if variant else "")
@@ -109,12 +109,11 @@ def main() -> None:
                         ls="--" if variant else "-", lw=1)  # fmt: skip
             last = rows[-1] if rows else (0, float("nan"))
             best = max((r[1] for r in rows), default=float("nan"))
-            if finished:
-                state = "finished"
-            elif (folder / "checkpoint").is_dir():
-                state = "not finished (checkpoint here, `--resume` continues it)"
-            else:
-                state = "not finished (stopped; no checkpoint in this copy)"
+            state = (
+                "finished"
+                if finished
+                else "not finished (`--resume` continues it from its checkpoint)"
+            )
             if finished and seconds:
                 state += f", {seconds / 3600:.1f} h, {frames / seconds:,.0f} env steps/s"
             name = algo.upper() + (f" ({VARIANTS.get(variant, variant)})" if variant else "")
@@ -124,7 +123,7 @@ def main() -> None:
             )
         finals = sorted(  # the last evaluation of each finished run with the defaults
             rows[-1][1]
-            for _, variant, rows, finished, _, _ in seeds
+            for _, variant, rows, finished, _ in seeds
             if finished and rows and not variant
         )
         if finals:
